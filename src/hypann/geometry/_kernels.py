@@ -1,0 +1,146 @@
+"""Numba twins of the hot formulas in :mod:`hypann.geometry.poincare`.
+
+Same names and the same arithmetic as the numpy reference (tested against it);
+no ``fastmath`` anywhere: distance code must not be reassociated.
+
+Every hyperbolic comparison in the package goes through :func:`delta_row`,
+which takes ``(q, cq, x, cx)``: a point with its stored conformal factor
+``1-|q|^2``, so no kernel ever recomputes a norm.
+"""
+
+from __future__ import annotations
+
+import numba as nb
+import numpy as np
+
+_SPLITTER = 134217729.0  # 2**27 + 1, Veltkamp split for Dekker's exact product
+
+
+@nb.njit(cache=True, inline="always")
+def _conformal_row(x):
+    hi = 0.0
+    lo = 0.0
+    for j in range(x.shape[0]):
+        a = x[j]
+        p = a * a
+        t = _SPLITTER * a
+        ah = t - (t - a)
+        al = a - ah
+        e = ((ah * ah - p) + 2.0 * ah * al) + al * al
+        s = hi + p
+        bb = s - hi
+        e2 = (hi - (s - bb)) + (p - bb)
+        hi = s
+        lo += e + e2
+    r = 1.0 - hi
+    bb = r - 1.0
+    e = (1.0 - (r - bb)) + (-hi - bb)
+    return r + (e - lo)
+
+
+@nb.njit(cache=True, parallel=True)
+def conformal_factor(X):
+    """Compensated ``1 - |x|^2`` for each row of ``X`` (n, d)."""
+    n = X.shape[0]
+    out = np.empty(n)
+    for i in nb.prange(n):
+        out[i] = _conformal_row(X[i])
+    return out
+
+
+@nb.njit(cache=True, inline="always")
+def sq_dist_row(q, x):
+    """``|q - x|^2`` from explicit differences."""
+    s = 0.0
+    for j in range(q.shape[0]):
+        t = q[j] - x[j]
+        s += t * t
+    return s
+
+
+@nb.njit(cache=True, inline="always")
+def delta_row(q, cq, x, cx):
+    """``|q - x|^2 / (cq * cx)`` for one pair."""
+    return sq_dist_row(q, x) / (cq * cx)
+
+
+@nb.njit(cache=True, inline="always")
+def heap_push_max(keys, ids, key, ident):
+    """Insert into a fixed-size list kept sorted ascending (k small).
+
+    ``keys[-1]`` is the current worst; the caller checks ``key < keys[-1]``.
+    Duplicate ids are ignored. Returns True when the list changed.
+    """
+    k = keys.shape[0]
+    for t in range(k):
+        if ids[t] == ident:
+            return False
+    pos = k - 1
+    while pos > 0 and keys[pos - 1] > key:
+        keys[pos] = keys[pos - 1]
+        ids[pos] = ids[pos - 1]
+        pos -= 1
+    keys[pos] = key
+    ids[pos] = ident
+    return True
+
+
+@nb.njit(cache=True, parallel=True)
+def brute_knn_delta(Q, cq, X, cx, k):
+    """Exact k smallest ``delta`` of each query against every row of ``X``.
+
+    Returns ``(ids, deltas)`` of shape (m, k), sorted ascending; ties broken by
+    the lower index. Parallel over queries.
+    """
+    m = Q.shape[0]
+    n = X.shape[0]
+    ids = np.full((m, k), -1, dtype=np.int64)
+    ds = np.full((m, k), np.inf)
+    for i in nb.prange(m):
+        q = Q[i]
+        cqi = cq[i]
+        kd = ds[i]
+        ki = ids[i]
+        for j in range(n):
+            d = delta_row(q, cqi, X[j], cx[j])
+            if d < kd[k - 1]:
+                pos = k - 1
+                while pos > 0 and kd[pos - 1] > d:
+                    kd[pos] = kd[pos - 1]
+                    ki[pos] = ki[pos - 1]
+                    pos -= 1
+                kd[pos] = d
+                ki[pos] = j
+    return ids, ds
+
+
+@nb.njit(cache=True, parallel=True)
+def delta_to_candidates(Q, cq, X, cx, cand):
+    """``delta`` of each query to its candidate ids ``cand`` (m, c); -1 -> inf."""
+    m, c = cand.shape
+    out = np.full((m, c), np.inf)
+    for i in nb.prange(m):
+        for t in range(c):
+            j = cand[i, t]
+            if j >= 0:
+                out[i, t] = delta_row(Q[i], cq[i], X[j], cx[j])
+    return out
+
+
+@nb.njit(cache=True)
+def merge_topk(best_ids, best_d, cand_ids, cand_d):
+    """Merge candidates into per-row sorted top-k lists in place.
+
+    Returns a boolean array: True for rows whose k-th value decreased or whose
+    set changed.
+    """
+    m, k = best_ids.shape
+    changed = np.zeros(m, dtype=np.bool_)
+    for i in range(m):
+        for t in range(cand_ids.shape[1]):
+            j = cand_ids[i, t]
+            d = cand_d[i, t]
+            if j >= 0 and d < best_d[i, k - 1]:
+                if heap_push_max(best_d[i], best_ids[i], d, j):
+                    changed[i] = True
+    return changed

@@ -1,0 +1,16 @@
+"""Euclidean nearest-neighbour oracles behind one protocol (:class:`EuclideanOracle`)."""
+
+from hypann.oracles.base import EuclideanNeighbors, EuclideanOracle
+from hypann.oracles.brute import BruteForceOracle
+from hypann.oracles.kdtree import KDTreeOracle
+from hypann.oracles.registry import available_oracles, make_oracle, register_oracle
+
+__all__ = [
+    "EuclideanNeighbors",
+    "EuclideanOracle",
+    "BruteForceOracle",
+    "KDTreeOracle",
+    "available_oracles",
+    "make_oracle",
+    "register_oracle",
+]

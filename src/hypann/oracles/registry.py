@@ -1,0 +1,91 @@
+"""Spec strings -> oracle instances: ``"kdtree"``, ``"lsh:tables=5,bits=15"``, ``"faiss:HNSW32"``.
+
+A spec is ``name`` or ``name:args``. For most oracles ``args`` is a comma-
+separated list of ``key=value`` settings passed to the constructor (values
+parsed as int, float, bool or left as strings). An oracle class may define a
+``from_spec_args(args: str)`` classmethod to parse its own syntax (faiss takes
+a factory string such as ``"IVF1024,Flat;nprobe=16"``).
+
+Third-party libraries register with :func:`register_oracle`.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from hypann.oracles.base import EuclideanOracle
+
+_REGISTRY: dict[str, str] = {
+    "brute": "hypann.oracles.brute:BruteForceOracle",
+    "kdtree": "hypann.oracles.kdtree:KDTreeOracle",
+    "lsh": "hypann.oracles.lsh:LSHOracle",
+    "faiss": "hypann.oracles.faiss:FaissOracle",
+    "hnswlib": "hypann.oracles.hnswlib:HnswlibOracle",
+}
+
+
+def register_oracle(name: str, target) -> None:
+    """Make ``name`` usable in spec strings; ``target`` is a class or ``"module:Class"``."""
+    _REGISTRY[name] = target
+
+
+def available_oracles() -> list[str]:
+    return sorted(_REGISTRY)
+
+
+def parse_value(text: str):
+    """Parse one spec value: int, float, bool, None or string."""
+    low = text.strip().lower()
+    if low in ("true", "false"):
+        return low == "true"
+    if low == "none":
+        return None
+    for cast in (int, float):
+        try:
+            return cast(text)
+        except ValueError:
+            pass
+    return text.strip()
+
+
+def parse_kwargs(args: str, *, where: str) -> dict:
+    """``"a=1,b=x"`` -> ``{"a": 1, "b": "x"}``; raises ValueError naming the bad item."""
+    out = {}
+    if not args:
+        return out
+    for item in args.split(","):
+        if "=" not in item:
+            raise ValueError(f"bad setting {item!r} in {where}: expected key=value")
+        key, value = item.split("=", 1)
+        key = key.strip()
+        if not key.isidentifier():
+            raise ValueError(f"bad setting name {key!r} in {where}")
+        out[key] = parse_value(value)
+    return out
+
+
+def _resolve(name: str):
+    target = _REGISTRY.get(name)
+    if target is None:
+        raise ValueError(f"unknown oracle {name!r}; expected one of {available_oracles()}")
+    if isinstance(target, str):
+        module, cls = target.split(":")
+        target = getattr(importlib.import_module(module), cls)
+    return target
+
+
+def make_oracle(spec) -> EuclideanOracle:
+    """Build an (unfitted) oracle from a spec string or return an oracle instance as is."""
+    if isinstance(spec, EuclideanOracle):
+        return spec
+    if not isinstance(spec, str):
+        raise TypeError(f"oracle must be a spec string or an EuclideanOracle, got {type(spec).__name__}")
+    name, _, args = spec.partition(":")
+    cls = _resolve(name.strip())
+    if hasattr(cls, "from_spec_args"):
+        return cls.from_spec_args(args)
+    kwargs = parse_kwargs(args, where=f"oracle spec {spec!r}")
+    try:
+        return cls(**kwargs)
+    except TypeError as exc:
+        raise ValueError(f"bad settings for oracle {name!r} in spec {spec!r}: {exc}") from None
