@@ -1,0 +1,99 @@
+"""The one result contract of hypann: :class:`SearchResult` with per-query :class:`SearchStats`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass
+class SearchStats:
+    """Per-query work counters, arrays of shape (n_queries,).
+
+    Attributes
+    ----------
+    oracle_calls : ndarray of int64
+        Calls to the Euclidean oracle (k-NN or decision queries) per query.
+    samples : ndarray of int64
+        Points examined per query (the paper's "# Samples"): the oracle's own
+        count when it can count (brute force, the hyperbolic kd-tree, LSH),
+        otherwise the candidates handed back to hypann and re-ranked.
+    rounds : ndarray of int64
+        Iterations of the algorithm's main loop.
+    extra : dict of str -> ndarray
+        Algorithm-specific counters (e.g. ``shells_probed``).
+    """
+
+    oracle_calls: np.ndarray
+    samples: np.ndarray
+    rounds: np.ndarray
+    extra: dict = field(default_factory=dict)
+
+    @classmethod
+    def zeros(cls, m, *extra_names):
+        z = lambda: np.zeros(m, dtype=np.int64)  # noqa: E731
+        return cls(z(), z(), z(), {name: z() for name in extra_names})
+
+    def as_dict(self) -> dict:
+        out = {"oracle_calls": self.oracle_calls, "samples": self.samples, "rounds": self.rounds}
+        out.update(self.extra)
+        return out
+
+    def summary(self) -> dict:
+        """Mean, sd, min, max of every counter (the paper's Table 1 columns)."""
+        out = {}
+        for name, arr in self.as_dict().items():
+            a = np.asarray(arr, dtype=np.float64)
+            if a.size == 0:
+                continue
+            out[name] = {"mean": float(a.mean()), "sd": float(a.std()), "min": float(a.min()), "max": float(a.max())}
+        return out
+
+    def take(self, rows) -> "SearchStats":
+        return SearchStats(
+            self.oracle_calls[rows], self.samples[rows], self.rounds[rows], {k: v[rows] for k, v in self.extra.items()}
+        )
+
+
+@dataclass
+class SearchResult:
+    """Answer of :meth:`hypann.HyperbolicIndex.search` for a batch of queries.
+
+    Attributes
+    ----------
+    indices : ndarray of shape (n_queries, k), int64
+        Row ids into the indexed points, nearest first; ``-1`` where fewer than
+        k were found (approximate searches under a budget).
+    distances : ndarray of shape (n_queries, k), float64
+        Hyperbolic distances in the index's curvature, ascending; ``inf``
+        where the id is ``-1``.
+    stats : SearchStats
+        Per-query counters.
+    """
+
+    indices: np.ndarray
+    distances: np.ndarray
+    stats: SearchStats
+
+    @property
+    def k(self) -> int:
+        return self.indices.shape[1]
+
+    def __len__(self):
+        return self.indices.shape[0]
+
+    def recall(self, true_distances, *, rtol: float = 1e-9) -> float:
+        """Mean recall@k against exact distances, counted by distance threshold.
+
+        A returned neighbour counts when its distance is at most the true k-th
+        distance times ``1 + rtol``, so equidistant points (frequent near the
+        boundary) do not matter.
+        """
+        true_distances = np.asarray(true_distances, dtype=np.float64)
+        k = self.k
+        thresh = true_distances[:, k - 1 : k] * (1.0 + rtol) + 1e-300
+        return float(np.mean(np.sum(self.distances <= thresh, axis=1) / k))
+
+    def __repr__(self):
+        return f"SearchResult(n_queries={len(self)}, k={self.k}, mean_oracle_calls={self.stats.oracle_calls.mean():.3g})"

@@ -1,0 +1,114 @@
+"""Binary-Search-HyperbolicNN (Wu & Charikar, Algorithm 2): a ``ratio``-approximate k-NN.
+
+Keeps a lower bound ``L`` and an upper bound ``R`` on the hyperbolic distance
+of the (k-th) nearest neighbour and bisects geometrically: the oracle, asked
+for the ``k`` Euclidean nearest points of the Euclidean centre of
+``B_H(q, sqrt(R L))``, certifies whether that ball holds ``k`` points. Stops
+when ``R <= ratio * L``; Theorem 2 bounds the rounds by
+``log2(log(R0/L0) / log(ratio))`` after the first call.
+
+Initial lower bound. The first call returns the k-th Euclidean nearest point
+at Euclidean distance ``rho``: the open Euclidean ball ``B_E(q, rho)`` holds
+fewer than k points, so the k-th hyperbolic neighbour lies on or outside it,
+and ``L0`` is the smallest hyperbolic distance from ``q`` to its boundary
+sphere, reached on the ray through 0 and q at norm ``| |q| - rho |``:
+
+.. math::
+
+    \\delta_{L_0} = \\frac{\\rho^2}{\\lambda_q\\,(1 - (\\|q\\| - \\rho)^2)},\\qquad
+    1-(\\|q\\|-\\rho)^2 = \\Big(\\frac{\\lambda_q}{1+\\|q\\|} + \\rho\\Big)(1+\\|q\\|-\\rho).
+
+For k = 1 and ``rho < |q|`` this is the paper's
+``L = d_H(q, (1 - |n_E - q|/|q|) q)``; the form above also covers ``q = 0``
+and ``rho >= |q|`` (where the paper's point would cross the origin) and keeps
+its digits at the boundary. The guarantee is on the k-th returned distance:
+``d(q, n_k) <= ratio * d(q, n*_k)``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from hypann.geometry import _kernels
+from hypann.geometry.poincare import delta_from_dist, dist_from_delta, euclidean_ball_from_delta
+from hypann.result import SearchStats
+from hypann.search.base import SearchAlgorithm
+from hypann.search.recentering import MAX_ROUNDS, RecenteringSearch
+
+
+def initial_lower_delta(q_norm, q_conformal, rho):
+    """``delta`` lower bound from an empty open Euclidean ball of radius ``rho`` around q."""
+    a = q_conformal / (1.0 + q_norm) + rho
+    b = 1.0 + q_norm - rho
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(rho > 0, rho * rho / (q_conformal * a * b), 0.0)
+
+
+class BinarySearchSearch(RecenteringSearch):
+    """``ratio``-approximate k-NN by geometric bisection on the radius.
+
+    Parameters
+    ----------
+    ratio : float, default 1.1
+        Approximation factor ``c > 1`` of the paper (named ``ratio`` here
+        because ``c`` is the curvature throughout hypann).
+    """
+
+    name = "binary_search"
+    query_params = ("ratio",)
+
+    def __init__(self, *, ratio: float = 1.1):
+        self.ratio = ratio
+
+    def search(self, queries, q_conformal, k, *, budget=None, ratio=None):
+        ratio = self.ratio if ratio is None else ratio
+        m = queries.shape[0]
+        stats = SearchStats.zeros(m)
+        best_ids = np.full((m, k), -1, dtype=np.int64)
+        best_d = np.full((m, k), np.inf)
+        remaining = None if budget is None else np.full(m, budget, dtype=np.int64)
+
+        ids, cand_d, samples = self._ask(queries, k, queries, q_conformal, remaining)
+        _kernels.merge_topk(best_ids, best_d, ids, cand_d)
+        stats.oracle_calls += 1
+        stats.samples += samples
+        stats.rounds += 1
+
+        # rho: Euclidean distance of the k-th Euclidean neighbour of q.
+        diff = queries - self.points_[np.maximum(ids[:, k - 1], 0)]
+        rho = np.sqrt(np.einsum("ij,ij->i", diff, diff))
+        q_norm = np.linalg.norm(queries, axis=1)
+        lower = dist_from_delta(initial_lower_delta(q_norm, q_conformal, rho))
+        upper = dist_from_delta(best_d[:, k - 1])
+        with np.errstate(divide="ignore", invalid="ignore"):
+            stats.extra["initial_ratio_log"] = np.where(lower > 0, np.log(upper / lower), 0.0)
+
+        active = (upper > ratio * lower) & np.isfinite(upper)
+        if budget is not None:
+            active &= stats.samples < budget
+        for _ in range(MAX_ROUNDS):
+            act = np.flatnonzero(active)
+            if act.size == 0:
+                break
+            mid = np.sqrt(upper[act] * lower[act])
+            mid_delta = delta_from_dist(mid)
+            centers, _ = euclidean_ball_from_delta(queries[act], mid_delta, cq=q_conformal[act])
+            rem = None if remaining is None else budget - stats.samples[act]
+            ids, cand_d, samples = self._ask(np.ascontiguousarray(centers), k, queries[act], q_conformal[act], rem)
+            sub_ids = best_ids[act]
+            sub_d = best_d[act]
+            _kernels.merge_topk(sub_ids, sub_d, ids, cand_d)
+            best_ids[act] = sub_ids
+            best_d[act] = sub_d
+            stats.oracle_calls[act] += 1
+            stats.samples[act] += samples
+            stats.rounds[act] += 1
+            # The ball of radius mid holds k points iff the k-th best is now inside it.
+            new_upper = dist_from_delta(sub_d[:, k - 1])
+            nonempty = new_upper <= mid
+            upper[act] = np.where(nonempty, new_upper, upper[act])
+            lower[act] = np.where(nonempty, lower[act], mid)
+            active[act] = upper[act] > ratio * lower[act]
+            if budget is not None:
+                active &= stats.samples < budget
+        return best_ids, best_d, stats

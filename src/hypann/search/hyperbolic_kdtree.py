@@ -1,0 +1,631 @@
+"""The paper's kd-tree oracle: Euclidean kd-tree traversal that tracks the hyperbolic best.
+
+Wu & Charikar (section 6.1) power Recentering with a classic kd-tree modified
+so that "whenever the algorithm solves for the Euclidean distance between a
+data point and q, we also solve for the hyperbolic distance": traversal and
+termination are Euclidean, but the tree also keeps the hyperbolically closest
+points it has examined, and it counts the points it examines ("samples") so
+that a sample budget means what the paper means.
+
+This module provides
+
+* :class:`HyperbolicKDTree` -- the tree itself, stored in flat arrays (it
+  pickles and saves with :func:`numpy.savez` through :meth:`~HyperbolicKDTree.to_arrays`);
+* :meth:`HyperbolicKDTree.knn_tracking` -- the paper's modified Euclidean
+  k-NN traversal around a centre, with the hyperbolic top-k of a separate
+  query point and exact per-query sample counts and budgets;
+* :meth:`HyperbolicKDTree.search_exact` -- beyond the paper: exact hyperbolic
+  k-NN in the same tree with hyperbolic pruning (see below);
+* :class:`HyperbolicKDTreeOracle` -- the tree behind the
+  :class:`~hypann.oracles.base.EuclideanOracle` protocol (``"hkdtree"``).
+
+Tree layout
+-----------
+Nodes are split at the median of the coordinate of largest spread until they
+hold at most ``leaf_size`` points. Every node stores the tight bounding box of
+its points (``lo``, ``hi``), its range ``[start, end)`` into the permuted
+copy of the points, its children (``-1`` for a leaf) and the smallest conformal
+factor ``1-|x|^2`` of its points.
+
+Hyperbolic pruning
+------------------
+For every point ``x`` of a box ``B``, ``|q-x|^2 >= mindist(q, B)^2`` and
+``1-|x|^2 >= c_B := min_{x in B} (1-|x|^2)``, hence
+
+.. math::
+
+    \\delta(q, x) = \\frac{\\|q-x\\|^2}{(1-\\|q\\|^2)(1-\\|x\\|^2)}
+    \\;\\ge\\; \\frac{\\operatorname{mindist}(q, B)^2}{(1-\\|q\\|^2)\\, c_B} .
+
+The bound is computed with the same floating-point operations, in the same
+order, as ``delta`` itself (monotone rounding), so it never exceeds the
+computed ``delta`` of a point in the box: pruning when it is ``>=`` the current
+k-th best is exact in floating point, not only in exact arithmetic.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numba as nb
+import numpy as np
+
+from hypann._validation import check_positive_int
+from hypann.geometry import _kernels
+from hypann.geometry._kernels import delta_row, sq_dist_row
+from hypann.oracles.base import EuclideanNeighbors, EuclideanOracle
+
+__all__ = ["HyperbolicKDTree", "HyperbolicKDTreeOracle", "TrackingResult", "KNNResult"]
+
+# Per-query budget meaning "no budget" inside the kernels.
+_NO_BUDGET = np.iinfo(np.int64).max
+
+# Names of the arrays that make up a fitted tree (see ``to_arrays``).
+_STATE = ("points", "conformal", "indices", "lo", "hi", "left", "right", "start", "end", "max_conformal")
+
+
+class TrackingResult(NamedTuple):
+    """Answer of :meth:`HyperbolicKDTree.knn_tracking` (unpacks as a 5-tuple).
+
+    Attributes
+    ----------
+    euclid_sq : ndarray of shape (m, k)
+        Squared Euclidean distances from each centre, ascending (``inf`` pad).
+    euclid_ids : ndarray of shape (m, k), int64
+        Ids of the Euclidean k-NN of each centre among the examined points (``-1`` pad).
+    hyp_ids : ndarray of shape (m, k), int64
+        Ids of the k examined points with smallest ``delta`` to the query.
+    hyp_delta : ndarray of shape (m, k)
+        Their ``delta``, ascending (``inf`` pad).
+    samples : ndarray of shape (m,), int64
+        Points examined per row.
+    """
+
+    euclid_sq: np.ndarray
+    euclid_ids: np.ndarray
+    hyp_ids: np.ndarray
+    hyp_delta: np.ndarray
+    samples: np.ndarray
+
+
+class KNNResult(NamedTuple):
+    """Answer of :meth:`HyperbolicKDTree.search_exact` (unpacks as a 3-tuple).
+
+    Attributes
+    ----------
+    ids : ndarray of shape (m, k), int64
+    deltas : ndarray of shape (m, k), ascending, ``inf`` pad
+    samples : ndarray of shape (m,), int64
+    """
+
+    ids: np.ndarray
+    deltas: np.ndarray
+    samples: np.ndarray
+
+
+# --------------------------------------------------------------------------- build
+
+
+@nb.njit(cache=True)
+def _build_tree(points, conformal, leaf_size):
+    """Median-split kd-tree in flat arrays; returns the arrays of ``_STATE`` and the depth."""
+    n, d = points.shape
+    half = max(1, (leaf_size + 1) // 2)  # every leaf of a split node holds >= half points
+    max_nodes = 2 * (n // half + 1)
+    lo = np.empty((max_nodes, d))
+    hi = np.empty((max_nodes, d))
+    left = np.full(max_nodes, -1, dtype=np.int64)
+    right = np.full(max_nodes, -1, dtype=np.int64)
+    start = np.zeros(max_nodes, dtype=np.int64)
+    end = np.zeros(max_nodes, dtype=np.int64)
+    depth_of = np.zeros(max_nodes, dtype=np.int64)
+    max_conf = np.empty(max_nodes)
+    perm = np.arange(n)
+
+    stack = np.empty(max_nodes, dtype=np.int64)
+    sp = 0
+    n_nodes = 1
+    start[0] = 0
+    end[0] = n
+    stack[0] = 0
+    sp = 1
+    max_depth = 0
+    while sp > 0:
+        sp -= 1
+        node = stack[sp]
+        s = start[node]
+        e = end[node]
+        # tight box and largest conformal factor of the node's points
+        mc = 0.0
+        for j in range(d):
+            lo[node, j] = np.inf
+            hi[node, j] = -np.inf
+        for t in range(s, e):
+            x = points[perm[t]]
+            for j in range(d):
+                v = x[j]
+                if v < lo[node, j]:
+                    lo[node, j] = v
+                if v > hi[node, j]:
+                    hi[node, j] = v
+            c = conformal[perm[t]]
+            if c > mc:
+                mc = c
+        max_conf[node] = mc
+        if depth_of[node] > max_depth:
+            max_depth = depth_of[node]
+        if e - s <= leaf_size:
+            continue
+        dim = 0
+        spread = -1.0
+        for j in range(d):
+            w = hi[node, j] - lo[node, j]
+            if w > spread:
+                spread = w
+                dim = j
+        sub = perm[s:e].copy()
+        vals = np.empty(e - s)
+        for t in range(e - s):
+            vals[t] = points[sub[t], dim]
+        order = np.argsort(vals, kind="mergesort")
+        for t in range(e - s):
+            perm[s + t] = sub[order[t]]
+        mid = s + (e - s) // 2
+        a = n_nodes
+        b = n_nodes + 1
+        n_nodes += 2
+        left[node] = a
+        right[node] = b
+        start[a] = s
+        end[a] = mid
+        start[b] = mid
+        end[b] = e
+        depth_of[a] = depth_of[node] + 1
+        depth_of[b] = depth_of[node] + 1
+        stack[sp] = b
+        stack[sp + 1] = a
+        sp += 2
+
+    pts = np.empty((n, d))
+    conf = np.empty(n)
+    for t in range(n):
+        pts[t] = points[perm[t]]
+        conf[t] = conformal[perm[t]]
+    return (
+        pts,
+        conf,
+        perm,
+        lo[:n_nodes].copy(),
+        hi[:n_nodes].copy(),
+        left[:n_nodes].copy(),
+        right[:n_nodes].copy(),
+        start[:n_nodes].copy(),
+        end[:n_nodes].copy(),
+        max_conf[:n_nodes].copy(),
+        max_depth,
+    )
+
+
+# --------------------------------------------------------------------------- kernels
+
+
+@nb.njit(cache=True, inline="always")
+def _box_sq_mindist(c, lo, hi):
+    """``mindist(c, box)^2``, summed in the same order as :func:`sq_dist_row`."""
+    s = 0.0
+    for j in range(c.shape[0]):
+        v = c[j]
+        if v < lo[j]:
+            t = lo[j] - v
+            s += t * t
+        elif v > hi[j]:
+            t = v - hi[j]
+            s += t * t
+    return s
+
+
+@nb.njit(cache=True, inline="always")
+def _insert_sorted(keys, ids, key, ident):
+    """Insert into a list sorted ascending of fixed size; caller checked ``key < keys[-1]``."""
+    pos = keys.shape[0] - 1
+    while pos > 0 and keys[pos - 1] > key:
+        keys[pos] = keys[pos - 1]
+        ids[pos] = ids[pos - 1]
+        pos -= 1
+    keys[pos] = key
+    ids[pos] = ident
+
+
+@nb.njit(cache=True, parallel=True)
+def _knn_tracking(
+    pts, conf, perm, lo, hi, left, right, start, end, stack_size, centers, k, queries, q_conf, budget, track
+):
+    """Euclidean k-NN of ``centers`` (depth-first, nearer child first, box pruning);
+    with ``track`` also the ``delta`` top-k of ``queries`` among examined points."""
+    m = centers.shape[0]
+    e_sq = np.full((m, k), np.inf)
+    e_id = np.full((m, k), -1, dtype=np.int64)
+    h_d = np.full((m, k), np.inf)
+    h_id = np.full((m, k), -1, dtype=np.int64)
+    samples = np.zeros(m, dtype=np.int64)
+    for i in nb.prange(m):
+        c = centers[i]
+        q = queries[i]
+        cq = q_conf[i]
+        limit = budget[i]
+        ed = e_sq[i]
+        ei = e_id[i]
+        hd = h_d[i]
+        hi_ = h_id[i]
+        st_node = np.empty(stack_size, dtype=np.int64)
+        st_bound = np.empty(stack_size)
+        st_node[0] = 0
+        st_bound[0] = _box_sq_mindist(c, lo[0], hi[0])
+        sp = 1
+        cnt = 0
+        stop = limit <= 0
+        while sp > 0 and not stop:
+            sp -= 1
+            node = st_node[sp]
+            if st_bound[sp] >= ed[k - 1]:
+                continue
+            a = left[node]
+            if a < 0:
+                for t in range(start[node], end[node]):
+                    if cnt >= limit:
+                        stop = True
+                        break
+                    cnt += 1
+                    x = pts[t]
+                    e = sq_dist_row(c, x)
+                    if e < ed[k - 1]:
+                        _insert_sorted(ed, ei, e, perm[t])
+                    if track:
+                        h = delta_row(q, cq, x, conf[t])
+                        if h < hd[k - 1]:
+                            _insert_sorted(hd, hi_, h, perm[t])
+                continue
+            b = right[node]
+            ba = _box_sq_mindist(c, lo[a], hi[a])
+            bb = _box_sq_mindist(c, lo[b], hi[b])
+            if ba > bb:
+                a, b = b, a
+                ba, bb = bb, ba
+            if bb < ed[k - 1]:  # farther child first, so the nearer one is popped next
+                st_node[sp] = b
+                st_bound[sp] = bb
+                sp += 1
+            if ba < ed[k - 1]:
+                st_node[sp] = a
+                st_bound[sp] = ba
+                sp += 1
+        samples[i] = cnt
+    return e_sq, e_id, h_d, h_id, samples
+
+
+@nb.njit(cache=True, parallel=True)
+def _search_exact(pts, conf, perm, lo, hi, left, right, start, end, max_conf, stack_size, queries, q_conf, k, budget):
+    """Exact ``delta`` k-NN with the hyperbolic box bound (see module docstring)."""
+    m = queries.shape[0]
+    out_d = np.full((m, k), np.inf)
+    out_i = np.full((m, k), -1, dtype=np.int64)
+    samples = np.zeros(m, dtype=np.int64)
+    for i in nb.prange(m):
+        q = queries[i]
+        cq = q_conf[i]
+        limit = budget[i]
+        hd = out_d[i]
+        hid = out_i[i]
+        st_node = np.empty(stack_size, dtype=np.int64)
+        st_bound = np.empty(stack_size)
+        st_node[0] = 0
+        st_bound[0] = _box_sq_mindist(q, lo[0], hi[0]) / (cq * max_conf[0])
+        sp = 1
+        cnt = 0
+        stop = limit <= 0
+        while sp > 0 and not stop:
+            sp -= 1
+            node = st_node[sp]
+            if st_bound[sp] >= hd[k - 1]:
+                continue
+            a = left[node]
+            if a < 0:
+                for t in range(start[node], end[node]):
+                    if cnt >= limit:
+                        stop = True
+                        break
+                    cnt += 1
+                    h = delta_row(q, cq, pts[t], conf[t])
+                    if h < hd[k - 1]:
+                        _insert_sorted(hd, hid, h, perm[t])
+                continue
+            b = right[node]
+            ba = _box_sq_mindist(q, lo[a], hi[a]) / (cq * max_conf[a])
+            bb = _box_sq_mindist(q, lo[b], hi[b]) / (cq * max_conf[b])
+            if ba > bb:
+                a, b = b, a
+                ba, bb = bb, ba
+            if bb < hd[k - 1]:
+                st_node[sp] = b
+                st_bound[sp] = bb
+                sp += 1
+            if ba < hd[k - 1]:
+                st_node[sp] = a
+                st_bound[sp] = ba
+                sp += 1
+        samples[i] = cnt
+    return out_i, out_d, samples
+
+
+# --------------------------------------------------------------------------- tree
+
+
+def _budget_array(budget, m):
+    """None -> no limit; scalar or (m,) -> int64 (m,) remaining samples (negatives -> 0)."""
+    if budget is None:
+        return np.full(m, _NO_BUDGET, dtype=np.int64)
+    b = np.asarray(budget)
+    if b.ndim > 1 or (b.ndim == 1 and b.shape[0] != m):
+        raise ValueError(f"budget must be None, a scalar or an array of shape ({m},), got shape {b.shape}")
+    if b.dtype.kind not in "iuf" or (b.dtype.kind == "f" and not np.all(np.isfinite(b))):
+        raise ValueError(f"budget must hold finite numbers, got dtype={b.dtype}")
+    return np.ascontiguousarray(np.broadcast_to(np.maximum(b, 0).astype(np.int64), (m,)))
+
+
+class HyperbolicKDTree:
+    """kd-tree over Poincare points that counts samples and can rank by ``delta``.
+
+    Parameters
+    ----------
+    leaf_size : int, default 16
+        Largest number of points in a leaf. Nodes are split at the median of
+        their widest coordinate.
+
+    Attributes
+    ----------
+    points_ : ndarray of shape (n, d)
+        The points in tree order (a permuted copy).
+    conformal_ : ndarray of shape (n,)
+        Their stored conformal factors ``1-|x|^2``.
+    indices_ : ndarray of shape (n,), int64
+        ``points_[t]`` is input row ``indices_[t]``.
+    n_nodes_, depth_ : int
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from hypann.geometry._kernels import conformal_factor
+    >>> X = np.random.default_rng(0).uniform(-0.5, 0.5, (1000, 3))
+    >>> tree = HyperbolicKDTree(leaf_size=8).build(X, conformal_factor(X))
+    >>> ids, deltas, samples = tree.search_exact(X[:2], conformal_factor(X[:2]), 1)
+    >>> ids[:, 0].tolist()
+    [0, 1]
+    """
+
+    def __init__(self, *, leaf_size: int = 16):
+        self.leaf_size = leaf_size
+
+    def build(self, points, conformal):
+        """Build the tree on validated float64 ``points`` (n, d) with their stored ``conformal``.
+
+        Returns
+        -------
+        self
+        """
+        leaf_size = check_positive_int(self.leaf_size, "leaf_size")
+        points = np.ascontiguousarray(points, dtype=np.float64)
+        conformal = np.ascontiguousarray(conformal, dtype=np.float64)
+        if points.ndim != 2 or points.shape[0] == 0:
+            raise ValueError(f"points must be a non-empty 2-D array, got shape {points.shape}")
+        if conformal.shape != (points.shape[0],):
+            raise ValueError(
+                f"conformal must have shape ({points.shape[0]},) to match points, got {conformal.shape}"
+            )
+        out = _build_tree(points, conformal, leaf_size)
+        self._set_state(dict(zip(_STATE, out[:-1])))
+        return self
+
+    def _set_state(self, arrays):
+        for name in _STATE:
+            setattr(self, name + "_", np.ascontiguousarray(arrays[name]))
+        self.n_points_, self.dim_ = self.points_.shape
+        self.n_nodes_ = int(self.left_.shape[0])
+        # depth from the arrays (children always have larger ids than parents)
+        depth = np.zeros(self.n_nodes_, dtype=np.int64)
+        internal = np.flatnonzero(self.left_ >= 0)
+        for node in internal:
+            depth[self.left_[node]] = depth[node] + 1
+            depth[self.right_[node]] = depth[node] + 1
+        self.depth_ = int(depth.max())
+
+    def to_arrays(self) -> dict:
+        """The fitted tree as a dict of arrays (for :func:`numpy.savez`); see :meth:`from_arrays`."""
+        out = {name: getattr(self, name + "_") for name in _STATE}
+        out["leaf_size"] = np.int64(self.leaf_size)
+        return out
+
+    @classmethod
+    def from_arrays(cls, arrays):
+        """Rebuild a fitted tree from :meth:`to_arrays` output (or an ``np.load`` of it)."""
+        missing = [name for name in (*_STATE, "leaf_size") if name not in arrays]
+        if missing:
+            raise ValueError(f"not a HyperbolicKDTree state: missing arrays {missing}")
+        tree = cls(leaf_size=int(arrays["leaf_size"]))
+        tree._set_state(arrays)
+        return tree
+
+    @property
+    def nbytes(self) -> int:
+        """Memory held by the tree's arrays (bytes), including the point copy."""
+        return int(sum(getattr(self, name + "_").nbytes for name in _STATE))
+
+    def _check_fitted(self):
+        if not hasattr(self, "points_"):
+            raise ValueError(f"this {type(self).__name__} is not built yet; call build(points, conformal) first")
+
+    def _rows(self, x, name):
+        x = np.ascontiguousarray(x, dtype=np.float64)
+        if x.ndim != 2 or x.shape[1] != self.dim_:
+            raise ValueError(f"{name} must have shape (m, {self.dim_}), got {x.shape}")
+        return x
+
+    def knn_tracking(self, centers, k, queries, q_conformal, budget=None) -> TrackingResult:
+        """Euclidean k-NN of ``centers`` that also keeps the hyperbolic top-k of ``queries``.
+
+        The paper's modified kd-tree: the traversal (depth-first, nearer child
+        first) and its pruning (box distance against the current k-th
+        Euclidean distance) are purely Euclidean around ``centers[i]``; every
+        point examined also has its ``delta(queries[i], x)`` computed and
+        offered to a hyperbolic top-k.
+
+        Parameters
+        ----------
+        centers : ndarray of shape (m, d)
+            Euclidean query points (e.g. recentred ball centres).
+        k : int
+            Neighbours per row, for both lists.
+        queries : ndarray of shape (m, d)
+            Hyperbolic query points, one per centre.
+        q_conformal : ndarray of shape (m,)
+            Their stored ``1-|q|^2``.
+        budget : None, int or ndarray of shape (m,)
+            Remaining samples per row; the traversal stops as soon as that many
+            points have been examined. ``None``: no limit (exact Euclidean k-NN).
+
+        Returns
+        -------
+        TrackingResult
+            ``(euclid_sq, euclid_ids, hyp_ids, hyp_delta, samples)``; ``samples[i]
+            <= budget[i]`` exactly.
+        """
+        self._check_fitted()
+        k = check_positive_int(k, "k")
+        centers = self._rows(centers, "centers")
+        queries = self._rows(queries, "queries")
+        m = centers.shape[0]
+        q_conformal = np.ascontiguousarray(q_conformal, dtype=np.float64)
+        if queries.shape[0] != m or q_conformal.shape != (m,):
+            raise ValueError(
+                f"centers, queries and q_conformal must have m={m} rows, got {queries.shape[0]} and "
+                f"{q_conformal.shape}"
+            )
+        e_sq, e_id, h_d, h_id, samples = _knn_tracking(
+            self.points_, self.conformal_, self.indices_, self.lo_, self.hi_, self.left_, self.right_,
+            self.start_, self.end_, self.depth_ + 2, centers, k, queries, q_conformal,
+            _budget_array(budget, m), True,
+        )
+        return TrackingResult(e_sq, e_id, h_id, h_d, samples)
+
+    def knn(self, centers, k, budget=None):
+        """Plain Euclidean k-NN: ``(sq_dist, ids, samples)`` (no hyperbolic tracking)."""
+        self._check_fitted()
+        k = check_positive_int(k, "k")
+        centers = self._rows(centers, "centers")
+        m = centers.shape[0]
+        e_sq, e_id, _, _, samples = _knn_tracking(
+            self.points_, self.conformal_, self.indices_, self.lo_, self.hi_, self.left_, self.right_,
+            self.start_, self.end_, self.depth_ + 2, centers, k, centers, np.ones(m),
+            _budget_array(budget, m), False,
+        )
+        return e_sq, e_id, samples
+
+    def search_exact(self, queries, q_conformal, k, budget=None) -> KNNResult:
+        """Exact hyperbolic k-NN by ``delta`` with hyperbolic box pruning.
+
+        A node is skipped when the lower bound
+
+        .. math::
+
+            \\frac{\\operatorname{mindist}(q, B)^2}{(1-\\|q\\|^2)\\,\\min_{x \\in B}(1-\\|x\\|^2)}
+
+        is ``>=`` the current k-th smallest ``delta``; children are visited
+        nearest-first by that bound.
+
+        Parameters
+        ----------
+        queries : ndarray of shape (m, d)
+        q_conformal : ndarray of shape (m,)
+            Stored ``1-|q|^2`` of the queries.
+        k : int
+        budget : None, int or ndarray of shape (m,)
+            Optional sample limit per query (then the answer may be inexact).
+
+        Returns
+        -------
+        KNNResult
+            ``(ids, deltas, samples)``; ids int64 (m, k) and deltas ascending,
+            ``-1`` / ``inf`` where fewer than k points exist. Ties in ``delta``
+            may be resolved by any of the tied ids.
+        """
+        self._check_fitted()
+        k = check_positive_int(k, "k")
+        queries = self._rows(queries, "queries")
+        m = queries.shape[0]
+        q_conformal = np.ascontiguousarray(q_conformal, dtype=np.float64)
+        if q_conformal.shape != (m,):
+            raise ValueError(f"q_conformal must have shape ({m},), got {q_conformal.shape}")
+        ids, deltas, samples = _search_exact(
+            self.points_, self.conformal_, self.indices_, self.lo_, self.hi_, self.left_, self.right_,
+            self.start_, self.end_, self.max_conformal_, self.depth_ + 2, queries, q_conformal, k,
+            _budget_array(budget, m),
+        )
+        return KNNResult(ids, deltas, samples)
+
+    def __repr__(self):
+        fitted = f", n_points={self.n_points_}, dim={self.dim_}, n_nodes={self.n_nodes_}" if hasattr(
+            self, "points_"
+        ) else ""
+        return f"{type(self).__name__}(leaf_size={self.leaf_size}{fitted})"
+
+
+# --------------------------------------------------------------------------- oracle
+
+
+class HyperbolicKDTreeOracle(EuclideanOracle):
+    """Exact Euclidean oracle on :class:`HyperbolicKDTree` that counts samples.
+
+    As an ordinary oracle it answers Euclidean ``knn`` and reports the points
+    examined per query. Algorithms that know about it (Recentering) call
+    :meth:`knn_tracking` instead, which also returns the hyperbolic best of
+    every examined point, and pass a per-query sample ``budget``.
+
+    Parameters
+    ----------
+    leaf_size : int, default 16
+    """
+
+    name = "hkdtree"
+    exact = True
+    counts_evaluations = True
+
+    def __init__(self, *, leaf_size: int = 16):
+        self.leaf_size = leaf_size
+
+    def _build(self, points):
+        self.tree_ = HyperbolicKDTree(leaf_size=self.leaf_size).build(points, _kernels.conformal_factor(points))
+
+    def build_with_conformal(self, points, conformal):
+        """Index ``points`` with their stored conformal factors (not recomputed); returns self."""
+        points = np.ascontiguousarray(points, dtype=np.float64)
+        self.n_points_, self.dim_ = points.shape
+        self.tree_ = HyperbolicKDTree(leaf_size=self.leaf_size).build(points, conformal)
+        return self
+
+    def _knn(self, queries, k):
+        sq, ids, samples = self.tree_.knn(queries, k)
+        return EuclideanNeighbors(sq, ids, samples)
+
+    def knn_tracking(self, centers, k, queries, q_conformal, budget=None) -> TrackingResult:
+        """See :meth:`HyperbolicKDTree.knn_tracking`."""
+        return self.tree_.knn_tracking(centers, k, queries, q_conformal, budget)
+
+    def search_exact(self, queries, q_conformal, k, budget=None) -> KNNResult:
+        """See :meth:`HyperbolicKDTree.search_exact`."""
+        return self.tree_.search_exact(queries, q_conformal, k, budget)
+
+    @property
+    def nbytes(self):
+        return self.tree_.nbytes if hasattr(self, "tree_") else 0
+
+    def spec(self):
+        return f"hkdtree:leaf_size={self.leaf_size}"

@@ -1,0 +1,147 @@
+"""Recentering-HyperbolicNN (Wu & Charikar, Algorithm 1) and its K-NN generalization.
+
+Exact hyperbolic k-NN from an exact Euclidean k-NN oracle. Every hyperbolic
+ball ``B_H(q, r)`` is a Euclidean ball (:func:`~hypann.geometry.poincare.euclidean_ball_from_delta`):
+
+.. math::
+
+    B_H(q, r) = B_E\\Big(\\frac{q}{1+\\delta\\lambda_q},\\;
+    \\frac{\\lambda_q\\sqrt{\\delta(1+\\delta)}}{1+\\delta\\lambda_q}\\Big),
+    \\qquad \\delta = \\sinh^2(r/2),\\ \\lambda_q = 1-\\|q\\|^2 .
+
+Starting from the oracle's answer at ``q``, the algorithm asks the oracle for
+the ``k`` Euclidean nearest points of the centre of the ball through the
+current candidate; any point strictly inside that ball is hyperbolically
+closer, so the answer either improves or proves the candidate optimal.
+
+K-NN (the paper's evaluation section): every oracle call returns ``k``
+Euclidean neighbours, merged into the running top-k by ``delta``. Phase 1
+recentres on the ball of the current *best* until it stops improving; phase 2
+recentres on the ball of the current *k-th best* until the top-k set stops
+changing. Phase 2 makes the result exact: if some point not in the top-k set
+``S`` were strictly inside the k-th ball, then the k Euclidean nearest points
+of its centre contain a point outside ``S`` that is strictly inside the ball.
+
+Theorem 1: for 1-NN at most ``j + 1`` oracle calls when the Euclidean nearest
+neighbour of ``q`` is its ``j``-th hyperbolic nearest neighbour.
+
+Oracles with a ``knn_tracking`` method (the paper's modified kd-tree,
+:mod:`hypann.search.hyperbolic_kdtree`) also hand back the hyperbolic best of
+every point they examined; those are merged too, and their exact sample
+counts make a ``budget`` mean what the paper means.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from hypann.geometry import _kernels
+from hypann.geometry.poincare import euclidean_ball_from_delta
+from hypann.result import SearchStats
+from hypann.search.base import SearchAlgorithm
+
+# Safety net only: each round strictly improves the top-k, so the loop ends on
+# its own; this bounds it if a broken (non-exact) oracle were ever plugged in.
+MAX_ROUNDS = 10_000
+
+
+class RecenteringSearch(SearchAlgorithm):
+    """Exact k-NN by recentring hyperbolic balls (needs an exact oracle for exactness).
+
+    Parameters
+    ----------
+    two_phase : bool, default True
+        Recentre on the best first, then on the k-th best (the paper's K-NN
+        scheme). ``False`` recentres on the k-th best from the start.
+    """
+
+    name = "recentering"
+
+    def __init__(self, *, two_phase: bool = True):
+        self.two_phase = two_phase
+
+    def _build(self, points, conformal, oracle):
+        self.oracle_ = self._make_oracle(oracle)
+        if hasattr(self.oracle_, "build_with_conformal"):
+            self.oracle_.build_with_conformal(points, conformal)
+        else:
+            self.oracle_.build(points)
+
+    @property
+    def nbytes(self):
+        return int(self.oracle_.nbytes)
+
+    def _ask(self, centers, k, queries, q_conformal, remaining):
+        """One oracle round: candidate ids and their deltas to the queries."""
+        oracle = self.oracle_
+        if hasattr(oracle, "knn_tracking"):
+            e_sq, e_ids, h_ids, h_d, samples = oracle.knn_tracking(centers, k, queries, q_conformal, remaining)
+            ids = np.hstack([e_ids, h_ids])
+            cand_d = _kernels.delta_to_candidates(queries, q_conformal, self.points_, self.conformal_, ids)
+            return ids, cand_d, np.asarray(samples, dtype=np.int64)
+        res = oracle.knn(centers, k)
+        ids = res.indices
+        cand_d = _kernels.delta_to_candidates(queries, q_conformal, self.points_, self.conformal_, ids)
+        if res.evaluations is not None:
+            samples = np.asarray(res.evaluations, dtype=np.int64)
+        else:
+            samples = np.sum(ids >= 0, axis=1).astype(np.int64)
+        return ids, cand_d, samples
+
+    def search(self, queries, q_conformal, k, *, budget=None):
+        m = queries.shape[0]
+        stats = SearchStats.zeros(m)
+        best_ids = np.full((m, k), -1, dtype=np.int64)
+        best_d = np.full((m, k), np.inf)
+        remaining = None if budget is None else np.full(m, budget, dtype=np.int64)
+
+        # First call: Euclidean neighbours of q itself.
+        ids, cand_d, samples = self._ask(queries, k, queries, q_conformal, remaining)
+        _kernels.merge_topk(best_ids, best_d, ids, cand_d)
+        stats.oracle_calls += 1
+        stats.samples += samples
+        stats.rounds += 1
+        # phase 1 recentres on the best, phase 2 on the k-th best
+        phase = np.full(m, 1 if (self.two_phase and k > 1) else 2, dtype=np.int8)
+        active = np.ones(m, dtype=bool)
+        if budget is not None:
+            active &= stats.samples < budget
+
+        for _ in range(MAX_ROUNDS):
+            # A zero radius cannot hold a strictly closer point; inf means the
+            # oracle found fewer than k points (approximate oracles only).
+            radius_col = np.where(phase == 1, 0, k - 1)
+            r_delta = best_d[np.arange(m), radius_col]
+            done_now = active & ((r_delta == 0) | ~np.isfinite(r_delta))
+            promote = done_now & (phase == 1) & np.isfinite(best_d[:, k - 1])
+            phase[promote] = 2
+            active &= ~(done_now & ~promote)
+            act = np.flatnonzero(active)
+            if act.size == 0:
+                break
+            r_delta = best_d[act, np.where(phase[act] == 1, 0, k - 1)]
+            centers, _ = euclidean_ball_from_delta(queries[act], r_delta, cq=q_conformal[act])
+            rem = None if remaining is None else budget - stats.samples[act]
+            ids, cand_d, samples = self._ask(
+                np.ascontiguousarray(centers), k, queries[act], q_conformal[act], rem
+            )
+            sub_ids = best_ids[act]
+            sub_d = best_d[act]
+            before_best = sub_d[:, 0].copy()
+            changed = _kernels.merge_topk(sub_ids, sub_d, ids, cand_d)
+            best_ids[act] = sub_ids
+            best_d[act] = sub_d
+            stats.oracle_calls[act] += 1
+            stats.samples[act] += samples
+            stats.rounds[act] += 1
+
+            improved = np.where(phase[act] == 1, sub_d[:, 0] < before_best, changed)
+            stalled = act[~improved]
+            to_phase2 = stalled[phase[stalled] == 1]
+            phase[to_phase2] = 2
+            finished = stalled[phase[stalled] == 2]
+            finished = np.setdiff1d(finished, to_phase2, assume_unique=True)
+            active[finished] = False
+            if budget is not None:
+                active &= stats.samples < budget
+        return best_ids, best_d, stats

@@ -1,0 +1,190 @@
+"""Geometry: distance identities, high-precision agreement, recentred balls, models."""
+
+from __future__ import annotations
+
+import mpmath
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from hypann.geometry import _kernels, models, poincare as P
+from tests.conftest import ball_points
+
+mpmath.mp.dps = 60
+
+
+def mp_dist(x, y):
+    """Reference Poincare distance in 60-digit arithmetic on the same float64 inputs."""
+    x = [mpmath.mpf(float(v)) for v in x]
+    y = [mpmath.mpf(float(v)) for v in y]
+    sx = sum(v * v for v in x)
+    sy = sum(v * v for v in y)
+    sd = sum((a - b) ** 2 for a, b in zip(x, y))
+    return mpmath.acosh(1 + 2 * sd / ((1 - sx) * (1 - sy)))
+
+
+def point_at_hyperbolic_norm(rng, d, h):
+    v = rng.normal(size=d)
+    return v / np.linalg.norm(v) * np.tanh(h / 2)
+
+
+def test_conformal_factor_matches_high_precision(rng):
+    x = ball_points(rng, 200, 10, min_conformal=1e-15)
+    got = P.conformal_factor(x)
+    ref = np.array([float(1 - sum(mpmath.mpf(float(v)) ** 2 for v in row)) for row in x])
+    np.testing.assert_allclose(got, ref, rtol=1e-14)
+    np.testing.assert_allclose(_kernels.conformal_factor(x), got, rtol=0, atol=0)
+    # the naive form loses digits near the boundary
+    naive = 1 - np.einsum("ij,ij->i", x, x)
+    assert np.max(np.abs(naive - ref) / ref) > 1e-6
+
+
+@pytest.mark.parametrize("h", [0.5, 5.0, 15.0, 30.0])
+def test_distance_matches_mpmath_up_to_norm_30(rng, h):
+    errs = []
+    for _ in range(20):
+        x = point_at_hyperbolic_norm(rng, 10, h)
+        for y in (
+            point_at_hyperbolic_norm(rng, 10, h * rng.uniform(0.5, 1.0)),
+            x * (1 - 1e-14 * rng.uniform()),  # very close point near the boundary
+            x + 1e-9 * rng.normal(size=10) * np.tanh(h / 2) * 1e-3,
+        ):
+            if P.conformal_factor(y) <= 0:
+                continue
+            ref = mp_dist(x, y)
+            if ref == 0:
+                continue
+            errs.append(abs(float((mpmath.mpf(float(P.dist(x, y))) - ref) / ref)))
+    assert max(errs) < 1e-9
+
+
+def test_matrix_product_form_would_fail_where_ours_holds(rng):
+    # close points near the boundary: |x|^2 + |y|^2 - 2 x.y cancels
+    x = point_at_hyperbolic_norm(rng, 10, 25.0)
+    y = x * (1 - 3e-13)
+    ref = mp_dist(x, y)
+    ours = P.dist(x, y)
+    assert abs(ours - float(ref)) / float(ref) < 1e-9
+    sq = x @ x + y @ y - 2 * x @ y
+    naive = np.arccosh(1 + 2 * max(sq, 0) / ((1 - x @ x) * (1 - y @ y)))
+    assert abs(naive - float(ref)) / float(ref) > 1e-3
+
+
+finite = st.floats(-1, 1, allow_nan=False)
+
+
+@st.composite
+def ball_vectors(draw, d=4, count=3):
+    pts = []
+    for _ in range(count):
+        v = np.array(draw(st.lists(finite, min_size=d, max_size=d)))
+        nrm = np.linalg.norm(v)
+        shrink = draw(st.sampled_from([0.0, 0.5, 0.99, 1 - 1e-6, 1 - 1e-12]))
+        if nrm > 0:
+            v = v / nrm * shrink if shrink > 0 else v * 0.3 / nrm
+        pts.append(v)
+    return pts
+
+
+@given(ball_vectors())
+def test_symmetry_and_triangle_inequality(pts):
+    x, y, z = pts
+    dxy, dyx = P.dist(x, y), P.dist(y, x)
+    assert dxy == pytest.approx(dyx, rel=1e-12, abs=1e-12)
+    assert P.dist(x, x) == 0.0
+    assert P.dist(x, z) <= P.dist(x, y) + P.dist(y, z) + 1e-9 * (1 + P.dist(x, z))
+
+
+def test_dist_from_delta_equals_arccosh_form(rng):
+    x, y = ball_points(rng, 2, 6, min_conformal=1e-3)
+    d1 = P.dist(x, y)
+    d2 = np.arccosh(1 + 2 * np.sum((x - y) ** 2) / ((1 - x @ x) * (1 - y @ y)))
+    assert d1 == pytest.approx(d2, rel=1e-12)
+    assert P.delta_from_dist(d1) == pytest.approx(P.delta(x, y), rel=1e-12)
+
+
+def test_dist0_and_curvature(rng):
+    x = point_at_hyperbolic_norm(rng, 5, 12.0)
+    assert P.dist0(x) == pytest.approx(12.0, rel=1e-10)
+    assert P.dist(np.zeros(5), x) == pytest.approx(12.0, rel=1e-10)
+    # curvature -c: ball of radius 1/sqrt(c), distances scale by 1/sqrt(c)
+    c = 4.0
+    a, b = ball_points(rng, 2, 5, min_conformal=1e-6) / np.sqrt(c)
+    assert P.dist(a, b, c=c) == pytest.approx(P.dist(a * 2, b * 2) / 2, rel=1e-12)
+    assert P.norm_at_dist0(P.dist0(a, c=c), c=c) == pytest.approx(np.linalg.norm(a), rel=1e-12)
+
+
+@pytest.mark.parametrize("h_q", [0.0, 0.3, 4.0, 20.0, 28.0])
+@pytest.mark.parametrize("r", [1e-6, 0.5, 3.0, 25.0])
+def test_euclidean_ball_boundary_is_at_hyperbolic_distance_r(rng, h_q, r):
+    q = point_at_hyperbolic_norm(rng, 6, h_q) if h_q > 0 else np.zeros(6)
+    center, radius = P.euclidean_ball(q, r)
+    # Boundary points centre + radius*u are only representable in float64 to
+    # ~1e-16 absolute; compare with a tolerance that reflects that.
+    rtol = 1e-9 + 1e-14 / radius
+    dirs = rng.normal(size=(64, 6))
+    dirs /= np.linalg.norm(dirs, axis=1, keepdims=True)
+    boundary = center + radius * dirs
+    lam = P.conformal_factor(boundary)
+    ok = lam > 0
+    # and a point near the unit sphere has its 1-|x|^2 known only to ~1e-16
+    rtol += 1e-15 / lam[ok].min() / r
+    d = P.dist(q[None, :], boundary[ok])
+    if rtol > 0.1:
+        pytest.skip(f"ball radius {radius:.1e} is below float64 resolution around its centre")
+    np.testing.assert_allclose(d, r, rtol=rtol)
+
+
+def test_euclidean_ball_equals_paper_midpoint_construction(rng):
+    # Appendix A: centre = (t1 q + t2 q)/2 with t|q| = tanh((d(0,q) +- r)/2)
+    q = point_at_hyperbolic_norm(rng, 3, 2.0)
+    r = 1.3
+    outer, inner = P.ray_points(q, r)
+    u = q / np.linalg.norm(q)
+    center, radius = P.euclidean_ball(q, r)
+    np.testing.assert_allclose(center, (outer + inner) / 2 * u, rtol=1e-12)
+    assert radius == pytest.approx((outer - inner) / 2, rel=1e-12)
+    # q = 0: centre 0, radius tanh(r/2)
+    c0, r0 = P.euclidean_ball(np.zeros(3), r)
+    np.testing.assert_array_equal(c0, 0)
+    assert r0 == pytest.approx(np.tanh(r / 2), rel=1e-12)
+
+
+def test_ray_points_contains_origin(rng):
+    q = point_at_hyperbolic_norm(rng, 3, 1.0)
+    outer, inner = P.ray_points(q, 2.0)
+    assert inner < 0 < outer < 1
+    assert P.dist0(outer * q / np.linalg.norm(q)) == pytest.approx(3.0, rel=1e-12)
+
+
+def test_model_round_trips(rng):
+    p = ball_points(rng, 50, 7, min_conformal=1e-10)
+    x = models.poincare_to_lorentz(p)
+    np.testing.assert_allclose(models.minkowski_inner(x, x) / (x[:, 0] ** 2), -1 / x[:, 0] ** 2, atol=1e-6)
+    np.testing.assert_allclose(models.lorentz_to_poincare(x), p, rtol=1e-12, atol=1e-15)
+    k = models.poincare_to_klein(p)
+    np.testing.assert_allclose(models.klein_to_poincare(k), p, rtol=1e-6, atol=1e-12)
+    # distances agree with the hyperboloid formula away from the boundary
+    a = ball_points(rng, 2, 7, min_conformal=0.1)
+    la = models.poincare_to_lorentz(a)
+    ref = np.arccosh(-models.minkowski_inner(la[0], la[1]))
+    assert models.lorentz_dist(la[0], la[1]) == pytest.approx(ref, rel=1e-10)
+    assert P.dist(a[0], a[1]) == pytest.approx(ref, rel=1e-10)
+    # curvature c on the hyperboloid -x0^2+|xs|^2 = -1/c
+    c = 2.5
+    pc = a / np.sqrt(c)
+    lc = models.poincare_to_lorentz(pc, c=c)
+    np.testing.assert_allclose(c * models.minkowski_inner(lc, lc), -1, rtol=1e-10)
+    np.testing.assert_allclose(models.lorentz_to_poincare(lc, c=c), pc, rtol=1e-12)
+
+
+def test_kernels_match_numpy_reference(rng):
+    Q = ball_points(rng, 30, 8)
+    X = ball_points(rng, 300, 8)
+    cq, cx = P.conformal_factor(Q), P.conformal_factor(X)
+    ids, ds = _kernels.brute_knn_delta(Q, cq, X, cx, 5)
+    full = P.pairwise_delta(Q, X)
+    ref_ids = np.argsort(full, axis=1, kind="stable")[:, :5]
+    np.testing.assert_allclose(ds, np.take_along_axis(full, ref_ids, 1), rtol=1e-13)
+    np.testing.assert_array_equal(ids, ref_ids)
