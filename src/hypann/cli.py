@@ -1,0 +1,213 @@
+"""Command line: ``hypann demo | build | search | info | datasets | reproduce``.
+
+A thin layer: parse, call the public API, print. No math here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+
+import numpy as np
+
+from hypann.oracles.registry import parse_value
+
+
+def _progress_bar(total, desc):
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=desc, unit="q", disable=None, file=sys.stderr)
+
+
+def _markdown(rows, columns):
+    def fmt(v):
+        if isinstance(v, float):
+            return f"{v:.4g}" if abs(v) < 1e5 else f"{v:.3e}"
+        return str(v)
+
+    out = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    for r in rows:
+        out.append("| " + " | ".join(fmt(r[c]) for c in columns) + " |")
+    return "\n".join(out)
+
+
+def _params(pairs):
+    out = {}
+    for item in pairs or []:
+        if "=" not in item:
+            raise SystemExit(f"hypann: error: --param expects key=value, got {item!r}")
+        k, v = item.split("=", 1)
+        out[k] = parse_value(v)
+    return out
+
+
+def _load_array(path, what):
+    try:
+        arr = np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as exc:
+        raise SystemExit(f"hypann: error: cannot read {what} from {path!r}: {exc}")
+    if isinstance(arr, np.lib.npyio.NpzFile):
+        names = arr.files
+        if len(names) != 1:
+            raise SystemExit(f"hypann: error: {path!r} holds arrays {names}; give a .npy file or an .npz with one array")
+        arr = arr[names[0]]
+    return arr
+
+
+# ----------------------------------------------------------------------------- commands
+def cmd_demo(args):
+    from hypann import demo
+
+    print(f"hypann demo: {args.data}; exact k={args.k} search of {args.queries} held-out queries", flush=True)
+    rows = demo.run_demo(args.data, n_queries=args.queries, k=args.k, quick=args.quick, log=lambda m: print(m, file=sys.stderr, flush=True))
+    cols = ["data", "method", "recall_at_k", "mean_oracle_calls", "mean_samples", "build_s", "queries_per_s", "speedup_vs_numpy_brute"]
+    print(_markdown([r.__dict__ for r in rows], cols))
+    exact_rows = [r for r in rows if r.method.startswith("recentering")]
+    if any(r.recall_at_k < 1.0 for r in exact_rows):
+        print("ERROR: an exact method missed a true neighbour", file=sys.stderr)
+        return 1
+    return 0
+
+
+def cmd_build(args):
+    import hypann
+
+    X = _load_array(args.data, "points")
+    index = hypann.HyperbolicIndex(
+        algorithm=args.algorithm,
+        oracle=args.oracle,
+        model=args.model,
+        c=args.c,
+        random_state=args.seed,
+        **_params(args.param),
+    ).build(X)
+    index.save(args.output)
+    print(f"built {index!r}\nwrote {args.output}")
+    return 0
+
+
+def cmd_search(args):
+    import hypann
+
+    index = hypann.load(args.index)
+    Q = _load_array(args.queries, "queries")
+    extra = _params(args.param)
+    ids, dists = [], []
+    bar = _progress_bar(len(Q), "search")
+    calls = []
+    for s in range(0, max(len(Q), 1), args.batch_size):
+        res = index.search(Q[s : s + args.batch_size], args.k, budget=args.budget, **extra)
+        ids.append(res.indices)
+        dists.append(res.distances)
+        calls.append(res.stats.oracle_calls)
+        bar.update(len(res))
+    bar.close()
+    ids, dists = np.vstack(ids), np.vstack(dists)
+    if args.output:
+        folder = os.path.dirname(os.path.abspath(args.output))
+        fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
+        with os.fdopen(fd, "wb") as fh:
+            np.savez(fh, indices=ids, distances=dists)
+        os.replace(tmp, args.output)
+        print(f"wrote indices and distances of {len(ids)} queries to {args.output}", file=sys.stderr)
+    else:
+        for i, (row_i, row_d) in enumerate(zip(ids, dists)):
+            print(f"{i}\t" + " ".join(f"{a}:{b:.6g}" for a, b in zip(row_i, row_d)))
+    if len(calls):
+        print(f"mean oracle calls per query: {np.concatenate(calls).mean():.3f}", file=sys.stderr)
+    return 0
+
+
+def cmd_info(args):
+    import hypann
+
+    print(json.dumps(hypann.read_metadata(args.index), indent=2))
+    return 0
+
+
+def cmd_datasets(args):
+    from hypann import datasets
+
+    if args.action == "list":
+        for name, desc in datasets.list_datasets():
+            print(f"{name:28s} {desc}")
+        return 0
+    if args.action == "train-wordnet":
+        from hypann.datasets.wordnet import train_wordnet_nouns
+
+        train_wordnet_nouns(args.output, epochs=args.epochs, seed=args.seed)
+        print(f"wrote {args.output}")
+        return 0
+    raise SystemExit(f"hypann: error: unknown datasets action {args.action!r}")
+
+
+def cmd_reproduce(args):
+    from hypann.eval import reproduce
+
+    return reproduce.main(quick=args.quick, output_dir=args.output_dir)
+
+
+def build_parser():
+    p = argparse.ArgumentParser(prog="hypann", description="Nearest-neighbour search for hyperbolic embeddings.")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    d = sub.add_parser("demo", help="build, search and check on an embedded data set")
+    d.add_argument("--data", default="default", help="data set name (default: the embedded default)")
+    d.add_argument("--queries", type=int, default=1000)
+    d.add_argument("-k", type=int, default=10)
+    d.add_argument("--quick", action="store_true", help="smaller data, for a smoke test")
+    d.set_defaults(func=cmd_demo)
+
+    b = sub.add_parser("build", help="build an index from a .npy file of points")
+    b.add_argument("data")
+    b.add_argument("-o", "--output", required=True)
+    b.add_argument("--algorithm", default="recentering")
+    b.add_argument("--oracle", default=None, help='oracle spec, e.g. "kdtree", "lsh:tables=5,bits=15", "faiss:HNSW32"')
+    b.add_argument("--model", default="poincare", choices=["poincare", "lorentz"])
+    b.add_argument("--c", type=float, default=1.0, help="curvature magnitude")
+    b.add_argument("--seed", type=int, default=None)
+    b.add_argument("--param", action="append", help="algorithm setting key=value (repeatable)")
+    b.set_defaults(func=cmd_build)
+
+    s = sub.add_parser("search", help="search an index with a .npy file of queries")
+    s.add_argument("index")
+    s.add_argument("queries")
+    s.add_argument("-k", type=int, default=10)
+    s.add_argument("--budget", type=int, default=None)
+    s.add_argument("--batch-size", type=int, default=1000)
+    s.add_argument("--param", action="append", help="query setting key=value (repeatable)")
+    s.add_argument("-o", "--output", help="write indices/distances to this .npz instead of printing")
+    s.set_defaults(func=cmd_search)
+
+    i = sub.add_parser("info", help="print an index file's header")
+    i.add_argument("index")
+    i.set_defaults(func=cmd_info)
+
+    ds = sub.add_parser("datasets", help="list data sets or train the WordNet embedding")
+    ds.add_argument("action", choices=["list", "train-wordnet"])
+    ds.add_argument("-o", "--output", default="wordnet_nouns_poincare10d.npz")
+    ds.add_argument("--epochs", type=int, default=None)
+    ds.add_argument("--seed", type=int, default=0)
+    ds.set_defaults(func=cmd_datasets)
+
+    r = sub.add_parser("reproduce", help="reproduce the paper's tables (docs/reproduction.md)")
+    r.add_argument("--quick", action="store_true")
+    r.add_argument("--output-dir", default="results")
+    r.set_defaults(func=cmd_reproduce)
+    return p
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args) or 0
+    except (ValueError, TypeError, FileNotFoundError, ImportError) as exc:
+        print(f"hypann: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,111 @@
+"""Bad input gets a clear ValueError/TypeError naming the problem."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import hypann
+from tests.conftest import ball_points
+
+
+@pytest.fixture
+def index(rng):
+    return hypann.HyperbolicIndex().build(ball_points(rng, 50, 3))
+
+
+@pytest.mark.parametrize(
+    "X, exc, msg",
+    [
+        (np.array([[0.5, 0.5], [0.8, 0.7]]), ValueError, r"row 1 is not strictly inside the Poincare ball"),
+        (np.array([[1.0, 0.0]]), ValueError, r"row 0 is not strictly inside"),
+        (np.array([[0.1, np.nan]]), ValueError, r"NaN or inf \(first at row 0"),
+        (np.array([[0.1, np.inf]]), ValueError, r"NaN or inf"),
+        (np.zeros(3), ValueError, r"2-D array .* got ndim=1"),
+        (np.zeros((0, 3)), ValueError, r"X is empty"),
+        (np.array([["a", "b"]]), TypeError, r"real numeric dtype, got dtype=<U1"),
+        (np.array([[1 + 0j, 0]]), TypeError, r"real numeric dtype"),
+        ([[0.1, 0.2], [0.3]], (ValueError, TypeError), r"."),
+    ],
+)
+def test_bad_points(X, exc, msg):
+    with pytest.raises(exc, match=msg):
+        hypann.HyperbolicIndex().build(X)
+
+
+def test_norm_just_below_one_is_accepted():
+    x = np.array([[1 - 1e-15, 0.0]])
+    hypann.HyperbolicIndex(algorithm="brute").build(x)
+
+
+@pytest.mark.parametrize("k, exc, msg", [(0, ValueError, r"k must be in \[1, 50\] \(the number of indexed points\), got k=0"), (51, ValueError, r"got k=51"), (2.0, TypeError, r"k must be an integer"), (True, TypeError, r"integer")])
+def test_bad_k(index, k, exc, msg):
+    with pytest.raises(exc, match=msg):
+        index.search(np.zeros((1, 3)), k)
+
+
+def test_dimension_mismatch(index):
+    with pytest.raises(ValueError, match=r"Q has 4 dimensions \(Poincare\), but the index was built with 3"):
+        index.search(np.zeros((2, 4)), 1)
+
+
+def test_unknown_algorithm_oracle_option():
+    X = np.zeros((3, 2))
+    with pytest.raises(ValueError, match=r"unknown algorithm 'nope'"):
+        hypann.HyperbolicIndex(algorithm="nope").build(X)
+    with pytest.raises(ValueError, match=r"unknown oracle 'nope'"):
+        hypann.HyperbolicIndex(oracle="nope").build(X)
+    with pytest.raises(ValueError, match=r"bad settings for algorithm 'recentering'"):
+        hypann.HyperbolicIndex(bogus=1).build(X)
+    with pytest.raises(ValueError, match=r"bad settings for oracle 'kdtree'"):
+        hypann.HyperbolicIndex(oracle="kdtree:bogus=1").build(X)
+    with pytest.raises(ValueError, match=r"bad setting 'x' in oracle spec"):
+        hypann.HyperbolicIndex(oracle="kdtree:x").build(X)
+    with pytest.raises(ValueError, match=r"does not use an oracle"):
+        hypann.HyperbolicIndex(algorithm="brute", oracle="kdtree").build(X)
+    with pytest.raises(ValueError, match=r"model must be one of"):
+        hypann.HyperbolicIndex(model="klein").build(X)
+    with pytest.raises(ValueError, match=r"curvature c must be a finite number > 0, got c=-1"):
+        hypann.HyperbolicIndex(c=-1).build(X)
+
+
+def test_unknown_query_option_and_budget(index):
+    with pytest.raises(ValueError, match=r"unknown option\(s\) \['ef'\]"):
+        index.search(np.zeros((1, 3)), 1, ef=3)
+    with pytest.raises(ValueError, match=r"budget must be a positive integer or None, got budget=0"):
+        index.search(np.zeros((1, 3)), 1, budget=0)
+
+
+def test_not_built():
+    with pytest.raises(ValueError, match=r"not built yet"):
+        hypann.HyperbolicIndex().search(np.zeros((1, 2)), 1)
+
+
+def test_lorentz_off_hyperboloid():
+    with pytest.raises(ValueError, match=r"row 0 is not on the upper sheet of the hyperboloid"):
+        hypann.HyperbolicIndex(model="lorentz").build(np.array([[1.0, 0.5, 0.0]]))
+
+
+def test_empty_query_batch_and_input_types(index, rng):
+    res = index.search(np.zeros((0, 3)), 2)
+    assert res.indices.shape == (0, 2) and res.indices.dtype == np.int64
+    # lists, float32 and int input are accepted and converted to float64
+    X = ball_points(rng, 20, 3, min_conformal=1e-3).astype(np.float32)
+    r1 = hypann.HyperbolicIndex().build(X).search(X[:2].tolist(), 1)
+    assert r1.indices[:, 0].tolist() == [0, 1]
+    hypann.HyperbolicIndex().build(np.zeros((4, 2), dtype=np.int32))
+
+
+def test_input_is_not_modified(rng):
+    X = ball_points(rng, 30, 3)
+    before = X.copy()
+    hypann.HyperbolicIndex(c=2.0).build(X / 2).search(X[:3] / 2, 2)
+    np.testing.assert_array_equal(X, before)
+
+
+def test_result_contract(index, rng):
+    res = index.search(ball_points(rng, 5, 3), 4)
+    assert res.indices.dtype == np.int64 and res.distances.dtype == np.float64
+    assert np.all(np.diff(res.distances, axis=1) >= 0)
+    assert set(res.stats.as_dict()) >= {"oracle_calls", "samples", "rounds"}
+    assert "HyperbolicIndex(" in repr(index) and "n_points=50" in repr(index)
