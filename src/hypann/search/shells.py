@@ -1,0 +1,236 @@
+"""Spherical-Shell-HyperbolicNN (Wu & Charikar, Algorithms 3, 5-8): approximate k-NN with any oracle.
+
+The data are split into shells of multiplicative width ``w`` by conformal
+factor (:mod:`hypann.geometry.bands`, Spherical-Shell-Partition). Within one
+shell ``1-|x|^2`` varies by at most a factor ``w``, so the Euclidean nearest
+point of a shell is a hyperbolic ``sqrt(w)``-approximation there; each shell
+holds its own Euclidean oracle (any oracle of the protocol; empty shells hold
+none and cost nothing).
+
+Deterministic search (Algorithm 3): probe the query's shell, then the shells
+above and below in Choose-Band order (Algorithm 7: the side that maximizes
+the radius of the hyperbolic ball around ``q`` covered by the probed shells),
+until Check-Intersection (Algorithm 6) rules out both next shells for the
+ball through the current k-th best. Theorem 3: with a (1+eps)-approximate
+oracle every answer satisfies ``d(q, n_H) <= sqrt(w) (1+eps) d(q, n*)``,
+pointwise for each rank in the k-NN generalization.
+
+Randomized search (Algorithm 8): shells in a uniformly random order; the
+first is probed fully, every later shell ``b`` first gets a (1+eps, R)
+near-neighbour decision query with
+
+.. math::
+
+    R^2 = \\frac{\\delta_D\\,(1-\\|q\\|^2)}{w^{b}\\,(1+\\epsilon)^2},\\qquad
+    \\delta_D = \\frac{\\cosh D - 1}{2},
+
+(``D`` the current k-th best distance) and is probed fully only on a "yes",
+which certifies a strictly closer point in that shell. Lemma: ``O(ln N)``
+full probes in expectation over ``N`` shells (reported as
+``stats.extra["full_probes"]``).
+
+Batching: each round every unfinished query picks one shell; queries are
+grouped by shell and each shell's oracle is called once per round.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+
+from hypann import _validation as V
+from hypann.geometry import _kernels
+from hypann.geometry.bands import (
+    ball_meets_shell,
+    covered_radius,
+    hyperbolic_norm_from_conformal,
+    n_shells_for,
+    shell_of,
+    shell_radii,
+)
+from hypann.geometry.poincare import dist_from_delta
+from hypann.oracles.registry import make_oracle
+from hypann.result import SearchStats
+from hypann.search.base import SearchAlgorithm
+
+
+class SphericalShellSearch(SearchAlgorithm):
+    """``sqrt(width)``-approximate k-NN over shells, each with its own oracle.
+
+    Parameters
+    ----------
+    width : float, default 3.0
+        Multiplicative shell width ``w > 1`` (paper: 3). Smaller is more
+        accurate (bound ``sqrt(w)``) and probes more shells.
+    n_shells : int, optional
+        Number of shells (paper: 25 "for extra tolerance"); default: just
+        enough for the data's largest norm. Points beyond raise ValueError.
+    eps : float, default 0.0
+        The oracle's approximation ``eps`` used in the randomized variant's
+        decision radius.
+    """
+
+    name = "shells"
+    randomized = False
+
+    def __init__(self, *, width: float = 3.0, n_shells: int | None = None, eps: float = 0.0):
+        self.width = width
+        self.n_shells = n_shells
+        self.eps = eps
+
+    # ------------------------------------------------------------------ build
+    def _build(self, points, conformal, oracle):
+        w = V.check_real(self.width, "width", low=1.0, low_open=True)
+        V.check_real(self.eps, "eps", low=0.0)
+        shell = shell_of(conformal, w)
+        needed = int(shell.max())
+        n = needed if self.n_shells is None else V.check_positive_int(self.n_shells, "n_shells")
+        if needed > n:
+            raise ValueError(
+                f"points reach shell {needed} (1/(1-|x|^2) up to {1 / conformal.min():.3g}) but n_shells={n}; "
+                f"raise n_shells or leave it None"
+            )
+        self.n_shells_ = n
+        self.radii_ = shell_radii(n, w)
+        self.shell_ids_ = []  # per shell: global ids of its points
+        self.oracles_ = []
+        order = np.argsort(shell, kind="stable")
+        bounds = np.searchsorted(shell[order], np.arange(1, n + 2))
+        for b in range(1, n + 1):
+            ids = order[bounds[b - 1] : bounds[b]]
+            self.shell_ids_.append(ids)
+            if ids.size == 0:
+                self.oracles_.append(None)
+                continue
+            o = self._shell_oracle(oracle, b, w)
+            o.build(np.ascontiguousarray(points[ids]))
+            self.oracles_.append(o)
+
+    @staticmethod
+    def _shell_oracle(oracle, shell, width):
+        o = make_oracle(oracle) if isinstance(oracle, str) else copy.deepcopy(oracle)
+        if hasattr(o, "for_shell"):
+            o = o.for_shell(shell, width)
+        return o
+
+    @property
+    def nbytes(self):
+        return int(sum(o.nbytes for o in self.oracles_ if o is not None) + sum(i.nbytes for i in self.shell_ids_))
+
+    def shell_sizes(self):
+        return np.array([len(i) for i in self.shell_ids_])
+
+    # ------------------------------------------------------------ one probe
+    def _probe(self, b, rows, queries, q_conformal, k, best_ids, best_d, stats):
+        """Full probe of shell ``b`` for query rows ``rows``: merge its k Euclidean NN."""
+        oracle = self.oracles_[b - 1]
+        if oracle is None:
+            return
+        res = oracle.knn(queries[rows], k)
+        local = res.indices
+        ids = np.where(local >= 0, self.shell_ids_[b - 1][np.maximum(local, 0)], -1)
+        cand_d = _kernels.delta_to_candidates(queries[rows], q_conformal[rows], self.points_, self.conformal_, ids)
+        sub_ids, sub_d = best_ids[rows], best_d[rows]
+        _kernels.merge_topk(sub_ids, sub_d, ids, cand_d)
+        best_ids[rows], best_d[rows] = sub_ids, sub_d
+        stats.oracle_calls[rows] += 1
+        stats.extra["shells_probed"][rows] += 1
+        stats.samples[rows] += res.evaluations if res.evaluations is not None else np.sum(ids >= 0, axis=1)
+
+    # ------------------------------------------------------- deterministic
+    def search(self, queries, q_conformal, k, *, budget=None):
+        m = queries.shape[0]
+        n = self.n_shells_
+        stats = SearchStats.zeros(m, "shells_probed")
+        best_ids = np.full((m, k), -1, dtype=np.int64)
+        best_d = np.full((m, k), np.inf)
+        h_q = hyperbolic_norm_from_conformal(q_conformal)
+        home = shell_of(q_conformal, self.width)  # may exceed n: then no data there
+        # a query beyond the last shell starts "above" the data and walks down
+        lo, hi = np.minimum(home, n + 1), home.copy()
+        self._probe_grouped(home, np.arange(m), queries, q_conformal, k, best_ids, best_d, stats)
+        stats.rounds += 1
+        active = np.ones(m, dtype=bool)
+        while True:
+            if budget is not None:
+                active &= stats.samples < budget
+            act = np.flatnonzero(active)
+            if act.size == 0:
+                break
+            r = dist_from_delta(best_d[act, k - 1])  # inf until k candidates are known
+            hq = h_q[act]
+            up = hi[act] + 1
+            down = lo[act] - 1
+            up_ok = (up <= n) & ball_meets_shell(hq, r, up, self.radii_)
+            down_ok = (down >= 1) & ball_meets_shell(hq, r, down, self.radii_)
+            done = ~(up_ok | down_ok)
+            active[act[done]] = False
+            go = ~done
+            if not go.any():
+                break
+            # Choose-Band: the side whose addition covers the larger ball around q.
+            rad_up = np.where(up_ok, covered_radius(hq, lo[act], up, self.radii_), -np.inf)
+            rad_down = np.where(down_ok, covered_radius(hq, down, hi[act], self.radii_), -np.inf)
+            pick_up = go & (rad_up >= rad_down)
+            pick_down = go & ~pick_up
+            chosen = np.where(pick_up, up, down)
+            hi[act[pick_up]] = up[pick_up]
+            lo[act[pick_down]] = down[pick_down]
+            self._probe_grouped(chosen[go], act[go], queries, q_conformal, k, best_ids, best_d, stats)
+            stats.rounds[act[go]] += 1
+        return best_ids, best_d, stats
+
+    def _probe_grouped(self, shells, rows, queries, q_conformal, k, best_ids, best_d, stats):
+        for b in np.unique(shells):
+            if 1 <= b <= self.n_shells_:
+                self._probe(int(b), rows[shells == b], queries, q_conformal, k, best_ids, best_d, stats)
+
+
+class RandomizedShellSearch(SphericalShellSearch):
+    """Randomized-Spherical-Shell-HyperbolicNN (Algorithm 8) with a decision oracle.
+
+    Shells are visited in a random order per query (non-empty shells only:
+    an empty shell can hold no closer point). Query-time ``random_state``
+    defaults to the index's seed.
+    """
+
+    name = "random_shells"
+    randomized = True
+    query_params = ("random_state",)
+
+    def search(self, queries, q_conformal, k, *, budget=None, random_state=None):
+        m = queries.shape[0]
+        rng = self.rng_ if random_state is None else np.random.default_rng(random_state)
+        stats = SearchStats.zeros(m, "shells_probed", "decision_calls", "full_probes")
+        best_ids = np.full((m, k), -1, dtype=np.int64)
+        best_d = np.full((m, k), np.inf)
+        nonempty = np.array([b + 1 for b, o in enumerate(self.oracles_) if o is not None])
+        order = np.argsort(rng.random((m, len(nonempty))), axis=1)
+        perm = nonempty[order]  # (m, N) shell per query per round
+        w = float(self.width)
+        for t in range(perm.shape[1]):
+            rows_all = np.arange(m)
+            if budget is not None:
+                rows_all = rows_all[stats.samples < budget]
+            if rows_all.size == 0:
+                break
+            shells_t = perm[rows_all, t]
+            full = np.zeros(rows_all.size, dtype=bool)
+            have_k = np.isfinite(best_d[rows_all, k - 1])
+            full[~have_k] = True  # dist_H = inf: probe fully
+            for b in np.unique(shells_t[have_k]):
+                sel = have_k & (shells_t == b)
+                rows = rows_all[sel]
+                # R^2 = delta_D * (1-|q|^2) / (w^b (1+eps)^2)
+                radius = np.sqrt(best_d[rows, k - 1] * q_conformal[rows] / (w ** float(b))) / (1.0 + self.eps)
+                cert, evals = self.oracles_[b - 1].near(queries[rows], radius, self.eps)
+                stats.oracle_calls[rows] += 1
+                stats.extra["decision_calls"][rows] += 1
+                stats.samples[rows] += evals if evals is not None else 1
+                full[np.flatnonzero(sel)[cert >= 0]] = True
+            rows_full = rows_all[full]
+            stats.extra["full_probes"][rows_full] += 1
+            self._probe_grouped(shells_t[full], rows_full, queries, q_conformal, k, best_ids, best_d, stats)
+            stats.rounds[rows_all] += 1
+        return best_ids, best_d, stats
