@@ -18,6 +18,7 @@ from hypann.oracles.base import EuclideanOracle
 _REGISTRY: dict[str, str] = {
     "brute": "hypann.oracles.brute:BruteForceOracle",
     "kdtree": "hypann.oracles.kdtree:KDTreeOracle",
+    "hkdtree": "hypann.search.hyperbolic_kdtree:HyperbolicKDTreeOracle",
     "lsh": "hypann.oracles.lsh:LSHOracle",
     "faiss": "hypann.oracles.faiss:FaissOracle",
     "hnswlib": "hypann.oracles.hnswlib:HnswlibOracle",

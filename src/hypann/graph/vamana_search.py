@@ -1,0 +1,58 @@
+"""``algorithm="vamana"``: the DiskANN graph with the Poincare distance, behind the index API.
+
+A baseline (Wu & Charikar compare against it): no guarantee, restarts from
+random points until a sample ``budget`` is used (the paper's protocol). The
+query-time list size ``L`` can be swept per call.
+"""
+
+from __future__ import annotations
+
+from hypann.graph.vamana import VamanaIndex
+from hypann.result import SearchStats
+from hypann.search.base import SearchAlgorithm
+
+
+class VamanaSearch(SearchAlgorithm):
+    """Vamana graph search (Subramanya et al. 2019) ranked by hyperbolic distance.
+
+    Parameters
+    ----------
+    R : int, default 10
+        Out-degree (paper: 10 at 10-D, 20 at 100-D).
+    L : int, default 10
+        Build list size and default search list size (paper: 10 / 40).
+    alpha : float, default 1.5
+        RobustPrune slack on the hyperbolic distance.
+    passes : int, default 2
+    """
+
+    name = "vamana"
+    uses_oracle = False
+    query_params = ("L", "random_state")
+
+    def __init__(self, *, R: int = 10, L: int = 10, alpha: float = 1.5, passes: int = 2):
+        self.R, self.L, self.alpha, self.passes = R, L, alpha, passes
+
+    def _build(self, points, conformal, oracle):
+        seed = int(self.rng_.integers(2**31))
+        self.graph_ = VamanaIndex(R=self.R, L=self.L, alpha=self.alpha, passes=self.passes, random_state=seed)
+        self.graph_.build(points, conformal)
+
+    def search(self, queries, q_conformal, k, *, budget=None, L=None, random_state=0):
+        ids, deltas, samples = self.graph_.search(queries, q_conformal, k, L=L, budget=budget, random_state=random_state)
+        stats = SearchStats.zeros(queries.shape[0])
+        stats.samples[:] = samples
+        stats.rounds[:] = 1
+        return ids, deltas, stats
+
+    def get_state(self):
+        return self.graph_.to_arrays()
+
+    def restore(self, points, conformal, state, *, oracle=None, random_state=None):
+        self.points_, self.conformal_ = points, conformal
+        self.graph_ = VamanaIndex.from_arrays(state)
+        return self
+
+    @property
+    def nbytes(self):
+        return int(self.graph_.nbytes)
