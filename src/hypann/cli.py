@@ -147,7 +147,8 @@ def cmd_datasets(args):
 def cmd_reproduce(args):
     from hypann.eval import reproduce
 
-    return reproduce.main(quick=args.quick, output_dir=args.output_dir)
+    return reproduce.main(quick=args.quick, output_dir=args.output_dir, docs_path=args.docs,
+                          datasets=tuple(args.datasets), progress=lambda m: print(m, file=sys.stderr, flush=True))
 
 
 def build_parser():
@@ -196,6 +197,8 @@ def build_parser():
     r = sub.add_parser("reproduce", help="reproduce the paper's tables (docs/reproduction.md)")
     r.add_argument("--quick", action="store_true")
     r.add_argument("--output-dir", default="results")
+    r.add_argument("--docs", default=None, help="also write the markdown report here (e.g. docs/reproduction.md)")
+    r.add_argument("--datasets", nargs="+", default=["10d", "100d"], choices=["10d", "100d"])
     r.set_defaults(func=cmd_reproduce)
     return p
 

@@ -114,12 +114,16 @@ def brute_knn_delta(Q, cq, X, cx, k):
     return ids, ds
 
 
-@nb.njit(cache=True, parallel=True)
+@nb.njit(cache=True)
 def delta_to_candidates(Q, cq, X, cx, cand):
-    """``delta`` of each query to its candidate ids ``cand`` (m, c); -1 -> inf."""
+    """``delta`` of each query to its candidate ids ``cand`` (m, c); -1 -> inf.
+
+    Serial on purpose: the work per call is small and a parallel region
+    costs more than it saves when the cores are shared.
+    """
     m, c = cand.shape
     out = np.full((m, c), np.inf)
-    for i in nb.prange(m):
+    for i in range(m):
         for t in range(c):
             j = cand[i, t]
             if j >= 0:

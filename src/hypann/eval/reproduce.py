@@ -1,0 +1,308 @@
+"""Reproduce Wu & Charikar's evaluation (Tables 1-10) and go past it.
+
+Protocol (section 6 of the paper):
+
+* data: WordNet nouns embedded in 10-D (hypann's trained Poincare embedding)
+  and in 100-D (hypann's combinatorial construction); queries are withheld
+  from the data set;
+* ours: Recentering + the sample-counting kd-tree (10-D) and
+  Spherical-Shell + LSH (100-D: ``w = 3``, 25 shells, 5 tables x 15
+  hyperplanes, ``g = min(3^i, 10000)``, multi-probe 1); baseline: Vamana with
+  the hyperbolic distance (10-D ``L=10, R=10``; 100-D ``L=40, R=20``;
+  ``alpha = 1.5``), restarted from random points until the budget is used;
+* two trials with different held-out query sets: 800 queries for the
+  oracle-call statistics (Table 1), 50 / 49 / 38 for the comparison tables
+  as in the paper, plus a 1,000-query run for stable figures; K = 1 and 5;
+  budgets 100 / 500 / 1000 samples.
+
+Metrics. Recall is the paper's "# of the K true nearest neighbours found /
+K", counted by distance threshold so ties do not matter. Per query the
+pointwise ratios ``d(q, n_j)/d(q, n*_j)`` are averaged over ranks; "Avg
+Ratio" is the mean of that over queries and "Max" its maximum over queries
+(the only reading under which the paper's 1-NN tables, whose "Avg Max"
+differs from "Avg Ratio", make sense).
+
+Everything is written to ``<output_dir>/reproduction.json`` and
+``reproduction.md`` (and ``docs/reproduction.md`` when asked), plus a
+recall-vs-budget plot.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import platform
+import subprocess
+import time
+
+import numpy as np
+
+from hypann.eval import paper_tables as paper
+from hypann.geometry import _kernels
+from hypann.geometry.poincare import dist_from_delta
+from hypann.index import HyperbolicIndex
+
+log = logging.getLogger(__name__)
+
+BUDGETS = (100, 500, 1000)
+KS = (1, 5)
+
+CONFIGS = {
+    "10d": {
+        "title": "WordNet nouns, 10-D trained Poincare embedding",
+        "ours_label": "Recentering + kd-tree",
+        "ours": dict(algorithm="recentering", oracle="hkdtree"),
+        "vamana": dict(R=10, L=10, alpha=1.5),
+    },
+    "100d": {
+        "title": "WordNet nouns, 100-D combinatorial embedding",
+        "ours_label": "Spherical-Shell + LSH",
+        "ours": dict(algorithm="shells", oracle="lsh:tables=5,bits=15,granularity=auto,probe=1", width=3.0, n_shells=25),
+        "vamana": dict(R=20, L=40, alpha=1.5),
+    },
+}
+
+
+# ----------------------------------------------------------------------------- data
+def load_points(key, *, quick=False, seed=0):
+    """The two WordNet embeddings; ``quick`` takes a random subset of 6,000 points."""
+    if key == "10d":
+        from hypann.datasets.wordnet import load_noun_embedding
+
+        points = load_noun_embedding(dim=10)[0]
+    else:
+        from hypann.datasets.combinatorial import combinatorial_embedding
+        from hypann.datasets.wordnet import noun_hierarchy
+
+        points = combinatorial_embedding(noun_hierarchy().spanning_tree_parents(), dim=100, seed=seed)
+    points = np.ascontiguousarray(points, dtype=np.float64)
+    if quick:
+        rng = np.random.default_rng(seed)
+        points = points[np.sort(rng.choice(len(points), size=min(6000, len(points)), replace=False))]
+    return points
+
+
+def split_queries(n, sizes, seed):
+    """Disjoint held-out query id sets of the given sizes, and the remaining base ids."""
+    rng = np.random.default_rng(seed)
+    perm = rng.permutation(n)
+    out, start = [], 0
+    for s in sizes:
+        out.append(perm[start : start + s])
+        start += s
+    return out, np.sort(perm[start:])
+
+
+# ----------------------------------------------------------------------------- metrics
+def quality(found_d, true_d, k):
+    """Recall, mean of per-query average ratio, and its max over queries."""
+    found = found_d[:, :k]
+    true = true_d[:, :k]
+    thresh = true[:, k - 1 : k] * (1 + 1e-9) + 1e-300
+    recall = np.sum(found <= thresh, axis=1) / k
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratios = np.where(true > 0, found / np.where(true > 0, true, 1.0), np.where(found == 0, 1.0, np.inf))
+    per_query = ratios.mean(axis=1)
+    return {"recall": float(recall.mean()), "avg_ratio": float(per_query.mean()), "max_ratio": float(per_query.max())}
+
+
+def _time(fn, repeats):
+    times, out = [], None
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        out = fn()
+        times.append(time.perf_counter() - t0)
+    return float(np.median(times)), out
+
+
+# ----------------------------------------------------------------------------- one data set
+def run_dataset(key, *, quick=False, seed=0, progress=print):
+    cfg = CONFIGS[key]
+    points = load_points(key, quick=quick, seed=seed)
+    n_stats, n_large = (100, 200) if quick else (800, 1000)
+    (t1, t2, large), base_ids = split_queries(len(points), (n_stats, n_stats, n_large), seed)
+    base = points[base_ids]
+    progress(f"[{key}] {len(base):,} base points, {points.shape[1]}-D; queries: 2 x {n_stats} + {n_large}")
+
+    t0 = time.perf_counter()
+    ours = HyperbolicIndex(random_state=seed, **cfg["ours"]).build(base)
+    ours_build = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    vamana = HyperbolicIndex(algorithm="vamana", random_state=seed, **cfg["vamana"]).build(base)
+    vamana_build = time.perf_counter() - t0
+    progress(f"[{key}] built ours in {ours_build:.1f}s, Vamana in {vamana_build:.1f}s")
+
+    kmax = 10
+    cx = ours.conformal_
+
+    def truth(qids):
+        q = points[qids]
+        ids, d = _kernels.brute_knn_delta(q, _kernels.conformal_factor(q), base, cx, kmax)
+        return ids, dist_from_delta(d)
+
+    out = {"key": key, "title": cfg["title"], "n_base": int(len(base)), "dim": int(points.shape[1]),
+           "build_s": {"ours": ours_build, "vamana": vamana_build}, "ours": cfg["ours"], "vamana": cfg["vamana"]}
+
+    # Table 1: oracle calls of Recentering (exact, no budget), 10-D only.
+    if key == "10d":
+        rows = {}
+        rec_kd = HyperbolicIndex(algorithm="recentering", oracle="kdtree").build(base)
+        for trial, qids in ((1, t1), (2, t2)):
+            row = {}
+            for label, index in (("kd-tree with hyperbolic tracking", ours), ("plain cKDTree", rec_kd)):
+                s = index.search(points[qids], 1).stats.summary()["oracle_calls"]
+                row[label] = s
+            rows[trial] = row
+        out["table1"] = rows
+
+    # Tables 2-9 (paper-size trials) and the large run.
+    sizes = paper.TRIAL_QUERIES[key]
+    query_sets = {"trial 1": t1[: sizes[0]], "trial 2": t2[: sizes[1]], f"{n_large} queries": large}
+    comp = {}
+    for qname, qids in query_sets.items():
+        _, true_d = truth(qids)
+        Q = points[qids]
+        for K in KS:
+            for B in BUDGETS:
+                r_o = ours.search(Q, K, budget=B)
+                r_v = vamana.search(Q, K, budget=B)
+                comp[f"{qname}|{K}|{B}"] = {
+                    "ours": quality(r_o.distances, true_d, K) | {"samples": float(r_o.stats.samples.mean())},
+                    "vamana": quality(r_v.distances, true_d, K) | {"samples": float(r_v.stats.samples.mean())},
+                }
+        progress(f"[{key}] comparison on {qname} done")
+    out["comparison"] = comp
+
+    # Table 10: running-time ratio ours / Vamana, 5-NN, on the large query set.
+    Q = points[large]
+    t10 = {}
+    for B in BUDGETS:
+        ours.search(Q[:10], 5, budget=B)
+        vamana.search(Q[:10], 5, budget=B)
+        to, _ = _time(lambda: ours.search(Q, 5, budget=B), 3)
+        tv, _ = _time(lambda: vamana.search(Q, 5, budget=B), 3)
+        t10[B] = {"ours_s": to, "vamana_s": tv, "ratio": to / tv}
+    out["table10"] = t10
+
+    # Beyond the paper: no budget, recall@10 vs queries/s.
+    _, true10 = truth(large)
+    beyond = []
+    configs = [(cfg["ours_label"] + " (no budget)", ours, {})]
+    if key == "10d":
+        configs += [("Recentering + cKDTree (exact)", HyperbolicIndex(algorithm="recentering", oracle="kdtree").build(base), {}),
+                    ("hkdtree, hyperbolic pruning (exact)", HyperbolicIndex(algorithm="hkdtree").build(base), {})]
+    else:
+        configs += [("Recentering + cKDTree (exact)", HyperbolicIndex(algorithm="recentering", oracle="kdtree").build(base), {}),
+                    ("Spherical-Shell + exact kd-tree", HyperbolicIndex(algorithm="shells", oracle="kdtree", width=3.0).build(base), {}),
+                    ("Spherical-Shell + hnswlib", HyperbolicIndex(algorithm="shells", oracle="hnswlib:M=16,ef=64", width=3.0, random_state=seed).build(base), {})]
+    for L in (10, 20, 40, 80, 160):
+        configs.append((f"Vamana L={L}", vamana, {"L": L}))
+    for label, index, kw in configs:
+        index.search(Q[:10], 10, **kw)
+        secs, res = _time(lambda: index.search(Q, 10, **kw), 3)
+        beyond.append({"method": label, "recall_at_10": quality(res.distances, true10, 10)["recall"],
+                       "queries_per_s": len(Q) / secs})
+    out["beyond"] = beyond
+    progress(f"[{key}] done")
+    return out
+
+
+# ----------------------------------------------------------------------------- report
+def _git_sha():
+    try:
+        return subprocess.check_output(["git", "rev-parse", "--short", "HEAD"], text=True, stderr=subprocess.DEVNULL).strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def render_markdown(results, *, command, elapsed):
+    lines = ["# Reproduction of Wu & Charikar, section 6", ""]
+    lines += [f"Produced by `{command}` in {elapsed / 60:.1f} minutes on {platform.machine()} "
+              f"({os.cpu_count()} cores, Python {platform.python_version()}), hypann git {_git_sha()}.", ""]
+    for res in results["datasets"]:
+        key = res["key"]
+        cfg = CONFIGS[key]
+        lines += [f"## {res['title']}", "",
+                  f"{res['n_base']:,} base points. Ours: `{res['ours']}`; Vamana `{res['vamana']}`. "
+                  f"Build: ours {res['build_s']['ours']:.1f} s, Vamana {res['build_s']['vamana']:.1f} s.", ""]
+        if "table1" in res:
+            lines += ["### Table 1: oracle calls of Recentering (1-NN, exact)", "",
+                      "| trial | oracle | mean | sd | min | max | paper mean / sd / min / max |", "|---|---|---|---|---|---|---|"]
+            for trial, row in res["table1"].items():
+                p = paper.TABLE1[int(trial)]
+                for label, s in row.items():
+                    lines.append(f"| {trial} | {label} | {s['mean']:.3f} | {s['sd']:.3f} | {s['min']:.0f} | {s['max']:.0f} | {p[0]} / {p[1]} / {p[2]} / {p[3]} |")
+            lines.append("")
+        for qname in [k for k in dict.fromkeys(c.split("|")[0] for c in res["comparison"])]:
+            for K in KS:
+                trial = int(qname.split()[1]) if qname.startswith("trial") else None
+                pub = paper.COMPARISON.get((key, trial, K)) if trial else None
+                lines += [f"### {cfg['ours_label']} vs Vamana, {K}-NN, {qname}", "",
+                          "| samples | ours recall | ours avg ratio | ours max | Vamana recall | Vamana avg ratio | Vamana max |"
+                          + (" paper (ours: R / avg / max; Vamana: R / avg / max) |" if pub else ""),
+                          "|---|---|---|---|---|---|---|" + ("---|" if pub else "")]
+                for B in BUDGETS:
+                    c = res["comparison"][f"{qname}|{K}|{B}"]
+                    o, v = c["ours"], c["vamana"]
+                    row = (f"| {B} | {o['recall']:.3f} | {o['avg_ratio']:.3f} | {o['max_ratio']:.3f} | "
+                           f"{v['recall']:.3f} | {v['avg_ratio']:.3f} | {v['max_ratio']:.3f} |")
+                    if pub:
+                        p = pub[B]
+                        row += f" {p[0]} / {p[1]} / {p[2]}; {p[3]} / {p[4]} / {p[5]} |"
+                    lines.append(row)
+                lines.append("")
+        lines += ["### Table 10: running time ours / Vamana, 5-NN", "", "| samples | ours s | Vamana s | ratio | paper ratio |", "|---|---|---|---|---|"]
+        for B, t in res["table10"].items():
+            lines.append(f"| {B} | {t['ours_s']:.4f} | {t['vamana_s']:.4f} | {t['ratio']:.3f} | {paper.TABLE10[key][int(B)]} |")
+        lines += ["", "### Beyond the paper: no budget, recall@10 vs queries/second (1,000 queries, k=10)", "",
+                  "| method | recall@10 | queries/s |", "|---|---|---|"]
+        for b in res["beyond"]:
+            lines.append(f"| {b['method']} | {b['recall_at_10']:.4f} | {b['queries_per_s']:.0f} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def plot(results, path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(results["datasets"]), figsize=(6 * len(results["datasets"]), 4), squeeze=False)
+    for ax, res in zip(axes[0], results["datasets"]):
+        big = [k for k in res["comparison"] if not k.startswith("trial")][0].split("|")[0]
+        for K, style in ((1, "-"), (5, "--")):
+            for who, color in (("ours", "C0"), ("vamana", "C3")):
+                ys = [res["comparison"][f"{big}|{K}|{B}"][who]["recall"] for B in BUDGETS]
+                label = (CONFIGS[res["key"]]["ours_label"] if who == "ours" else "Vamana") + f", {K}-NN"
+                ax.plot(BUDGETS, ys, style, color=color, marker="o", label=label)
+        ax.set_xlabel("sample budget")
+        ax.set_ylabel("recall")
+        ax.set_title(res["title"], fontsize=9)
+        ax.set_ylim(0, 1.02)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main(*, quick=False, output_dir="results", docs_path=None, datasets=("10d", "100d"), seed=0, progress=print):
+    """Run everything; returns 0. Writes JSON, markdown and a plot to ``output_dir``."""
+    t0 = time.perf_counter()
+    results = {"quick": quick, "seed": seed, "datasets": [run_dataset(k, quick=quick, seed=seed, progress=progress) for k in datasets]}
+    elapsed = time.perf_counter() - t0
+    os.makedirs(output_dir, exist_ok=True)
+    command = "hypann reproduce" + (" --quick" if quick else "")
+    md = render_markdown(results, command=command, elapsed=elapsed)
+    for path, text in ((os.path.join(output_dir, "reproduction.md"), md), (docs_path, md)):
+        if path:
+            with open(path + ".tmp", "w") as fh:
+                fh.write(text)
+            os.replace(path + ".tmp", path)
+    with open(os.path.join(output_dir, "reproduction.json.tmp"), "w") as fh:
+        json.dump(results, fh, indent=1, default=float)
+    os.replace(os.path.join(output_dir, "reproduction.json.tmp"), os.path.join(output_dir, "reproduction.json"))
+    plot(results, os.path.join(output_dir, "reproduction.png"))
+    progress(f"wrote {output_dir}/reproduction.{{md,json,png}} in {elapsed:.0f}s")
+    return 0
