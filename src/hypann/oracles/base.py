@@ -14,6 +14,10 @@ Capabilities
 ``counts_evaluations``
     ``knn`` reports, per query, how many points it examined (the paper's
     "samples"); otherwise hypann counts the candidates it is handed.
+``supports_budget``
+    ``_knn`` accepts ``budget`` (per-query cap on examined points) and stops
+    there, so a sample budget is a hard limit rather than checked between
+    oracle calls.
 """
 
 from __future__ import annotations
@@ -54,6 +58,7 @@ class EuclideanOracle:
     name = "base"
     exact = False
     counts_evaluations = False
+    supports_budget = False
 
     def build(self, points):
         """Index ``points`` (n, d); returns self."""
@@ -62,11 +67,19 @@ class EuclideanOracle:
         self._build(points)
         return self
 
-    def knn(self, queries, k) -> EuclideanNeighbors:
-        """The ``k`` Euclidean nearest indexed points of each query row."""
+    def knn(self, queries, k, budget=None) -> EuclideanNeighbors:
+        """The ``k`` Euclidean nearest indexed points of each query row.
+
+        ``budget`` (int or (m,) ints) caps the points examined per query for
+        oracles with ``supports_budget``; others ignore it.
+        """
         queries = np.ascontiguousarray(queries, dtype=np.float64)
         k_eff = min(int(k), self.n_points_)
-        res = self._knn(queries, k_eff)
+        if budget is not None and self.supports_budget:
+            budget = np.ascontiguousarray(np.broadcast_to(np.asarray(budget, dtype=np.int64), (queries.shape[0],)))
+            res = self._knn(queries, k_eff, budget=budget)
+        else:
+            res = self._knn(queries, k_eff)
         if k_eff < k:  # pad to the contract's shape
             m = queries.shape[0]
             pad_d = np.full((m, k - k_eff), np.inf)

@@ -79,7 +79,7 @@ class RecenteringSearch(SearchAlgorithm):
             ids = np.hstack([e_ids, h_ids])
             cand_d = _kernels.delta_to_candidates(queries, q_conformal, self.points_, self.conformal_, ids)
             return ids, cand_d, np.asarray(samples, dtype=np.int64)
-        res = oracle.knn(centers, k)
+        res = oracle.knn(centers, k, budget=remaining)
         ids = res.indices
         cand_d = _kernels.delta_to_candidates(queries, q_conformal, self.points_, self.conformal_, ids)
         if res.evaluations is not None:

@@ -122,12 +122,13 @@ class SphericalShellSearch(SearchAlgorithm):
         return np.array([len(i) for i in self.shell_ids_])
 
     # ------------------------------------------------------------ one probe
-    def _probe(self, b, rows, queries, q_conformal, k, best_ids, best_d, stats):
+    def _probe(self, b, rows, queries, q_conformal, k, best_ids, best_d, stats, budget=None):
         """Full probe of shell ``b`` for query rows ``rows``: merge its k Euclidean NN."""
         oracle = self.oracles_[b - 1]
         if oracle is None:
             return
-        res = oracle.knn(queries[rows], k)
+        remaining = None if budget is None else np.maximum(budget - stats.samples[rows], 1)
+        res = oracle.knn(queries[rows], k, budget=remaining)
         local = res.indices
         ids = np.where(local >= 0, self.shell_ids_[b - 1][np.maximum(local, 0)], -1)
         cand_d = _kernels.delta_to_candidates(queries[rows], q_conformal[rows], self.points_, self.conformal_, ids)
@@ -149,7 +150,7 @@ class SphericalShellSearch(SearchAlgorithm):
         home = shell_of(q_conformal, self.width)  # may exceed n: then no data there
         # a query beyond the last shell starts "above" the data and walks down
         lo, hi = np.minimum(home, n + 1), home.copy()
-        self._probe_grouped(home, np.arange(m), queries, q_conformal, k, best_ids, best_d, stats)
+        self._probe_grouped(home, np.arange(m), queries, q_conformal, k, best_ids, best_d, stats, budget)
         stats.rounds += 1
         active = np.ones(m, dtype=bool)
         while True:
@@ -177,14 +178,14 @@ class SphericalShellSearch(SearchAlgorithm):
             chosen = np.where(pick_up, up, down)
             hi[act[pick_up]] = up[pick_up]
             lo[act[pick_down]] = down[pick_down]
-            self._probe_grouped(chosen[go], act[go], queries, q_conformal, k, best_ids, best_d, stats)
+            self._probe_grouped(chosen[go], act[go], queries, q_conformal, k, best_ids, best_d, stats, budget)
             stats.rounds[act[go]] += 1
         return best_ids, best_d, stats
 
-    def _probe_grouped(self, shells, rows, queries, q_conformal, k, best_ids, best_d, stats):
+    def _probe_grouped(self, shells, rows, queries, q_conformal, k, best_ids, best_d, stats, budget=None):
         for b in np.unique(shells):
             if 1 <= b <= self.n_shells_:
-                self._probe(int(b), rows[shells == b], queries, q_conformal, k, best_ids, best_d, stats)
+                self._probe(int(b), rows[shells == b], queries, q_conformal, k, best_ids, best_d, stats, budget)
 
 
 class RandomizedShellSearch(SphericalShellSearch):
@@ -231,6 +232,6 @@ class RandomizedShellSearch(SphericalShellSearch):
                 full[np.flatnonzero(sel)[cert >= 0]] = True
             rows_full = rows_all[full]
             stats.extra["full_probes"][rows_full] += 1
-            self._probe_grouped(shells_t[full], rows_full, queries, q_conformal, k, best_ids, best_d, stats)
+            self._probe_grouped(shells_t[full], rows_full, queries, q_conformal, k, best_ids, best_d, stats, budget)
             stats.rounds[rows_all] += 1
         return best_ids, best_d, stats
