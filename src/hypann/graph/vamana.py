@@ -1,0 +1,600 @@
+"""Vamana (DiskANN) proximity graph with the Poincare distance: the paper's baseline.
+
+Subramanya et al. (2019) build a directed graph of out-degree at most ``R``
+by two passes over the points in random order; for each point ``p`` they run a
+greedy search for ``p`` from a fixed start (the medoid) with list size ``L``,
+then *RobustPrune* the visited set into at most ``R`` out-neighbours, and add
+reverse edges (pruning a neighbour again when its degree exceeds ``R``).
+RobustPrune keeps the nearest candidate ``p*`` and discards every candidate
+``p'`` with
+
+.. math::
+
+    \\alpha \\, d(p^*, p') \\le d(p, p'),
+
+so ``alpha > 1`` keeps longer edges. Here ``d`` is the Poincare distance
+``d = 2 asinh(sqrt(delta))`` (``alpha`` multiplies the distance, not
+``delta``); everything else ranks by the monotone surrogate
+``delta = |x-y|^2 / ((1-|x|^2)(1-|y|^2))`` computed from the stored conformal
+factors. The first pass uses ``alpha = 1`` and the remaining passes the given
+``alpha``, as in the paper (a single pass uses ``alpha`` directly).
+
+Choices the papers leave open
+-----------------------------
+* **Start point.** The hyperbolic medoid of a sample: the point that
+  minimises the sum of Poincare distances to ``min(n, 256)`` random points
+  (a sum of ``delta`` would be ruled by the farthest points, which are
+  exponentially far). On tree-like data this is a point near the root.
+* **Initial graph.** Each point gets ``min(R, n-1)`` distinct random
+  out-neighbours (not itself).
+* **Build order.** Sequential (one point at a time), so the graph is a pure
+  function of ``random_state``; DiskANN's parallel batch build changes the
+  graph with the thread schedule.
+
+Search and sample budget (Wu & Charikar, section 6)
+---------------------------------------------------
+A greedy search keeps the ``max(L, k)`` best points seen and repeatedly
+expands the best unexpanded one. Every distance evaluated is one *sample*.
+With a ``budget``, when a greedy search converges before the budget is used,
+a new greedy search starts from a uniformly random point not yet evaluated,
+and so on until the budget is used (the paper's protocol); the ``k`` best
+points over all rounds are returned. Distances already evaluated for the
+query are remembered and not counted again in later rounds. The budget is a
+hard limit: evaluation stops at exactly ``budget`` samples, possibly in the
+middle of a neighbour list (``samples <= budget`` always, no overshoot).
+Without a budget a single greedy search from the medoid is run.
+
+Random restarts draw from a per-query generator seeded by
+``(random_state, query row)``, so results do not depend on threading.
+
+References
+----------
+Subramanya, Devvrit, Kadekodi, Krishnaswamy, Simhadri, *DiskANN: Fast
+Accurate Billion-point Nearest Neighbor Search on a Single Node*, NeurIPS 2019.
+Wu & Charikar, *Nearest Neighbor Search for Hyperbolic Embeddings*, section 6.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import NamedTuple
+
+import numba as nb
+import numpy as np
+
+from hypann._validation import check_positive_int, check_real
+from hypann.geometry._kernels import delta_row
+
+__all__ = ["VamanaIndex", "GraphSearchResult"]
+
+logger = logging.getLogger(__name__)
+
+# Points sampled to choose the medoid start point.
+MEDOID_SAMPLE = 256
+# Per-query budget meaning "no budget" inside the kernels.
+_NO_BUDGET = np.iinfo(np.int64).max
+# Random draws tried before scanning for a not-yet-evaluated restart point.
+_RESTART_DRAWS = 64
+# Arrays that make up a fitted index (see ``to_arrays``).
+_STATE = ("points", "conformal", "neighbors", "medoid")
+
+
+class GraphSearchResult(NamedTuple):
+    """Answer of :meth:`VamanaIndex.search` (unpacks as a 3-tuple).
+
+    Attributes
+    ----------
+    ids : ndarray of shape (m, k), int64
+        Ids of the best points found, ``-1`` pad.
+    deltas : ndarray of shape (m, k)
+        Their ``delta``, ascending, ``inf`` pad.
+    samples : ndarray of shape (m,), int64
+        Distance evaluations per query.
+    """
+
+    ids: np.ndarray
+    deltas: np.ndarray
+    samples: np.ndarray
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+@nb.njit(cache=True, inline="always")
+def _dist_from_delta(dl):
+    return 2.0 * np.arcsinh(np.sqrt(dl))
+
+
+@nb.njit(cache=True)
+def _splitmix64(state):
+    """One step of splitmix64: returns (new_state, 64-bit output) as uint64."""
+    state = state + np.uint64(0x9E3779B97F4A7C15)
+    z = state
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return state, z ^ (z >> np.uint64(31))
+
+
+@nb.njit(cache=True, parallel=True)
+def _medoid(points, conf, sample):
+    """Index of the point minimising the sum of Poincare distances to ``sample``."""
+    n = points.shape[0]
+    total = np.empty(n)
+    for i in nb.prange(n):
+        s = 0.0
+        for t in range(sample.shape[0]):
+            j = sample[t]
+            s += _dist_from_delta(delta_row(points[i], conf[i], points[j], conf[j]))
+        total[i] = s
+    return np.argmin(total)
+
+
+@nb.njit(cache=True)
+def _random_graph(n, R, uniforms):
+    """``min(R, n-1)`` distinct random out-neighbours per point (Floyd's sampling)."""
+    deg = min(R, n - 1)
+    nbrs = np.full((n, R), -1, dtype=np.int32)
+    degree = np.full(n, deg, dtype=np.int32)
+    pool = n - 1  # candidates 0..n-2, shifted past i
+    for i in range(n):
+        cnt = 0
+        for jj in range(pool - deg, pool):
+            t = int(uniforms[i, cnt] * (jj + 1))
+            if t > jj:
+                t = jj
+            dup = False
+            for s in range(cnt):
+                if nbrs[i, s] == t:
+                    dup = True
+                    break
+            nbrs[i, cnt] = jj if dup else t
+            cnt += 1
+        for s in range(deg):
+            if nbrs[i, s] >= i:
+                nbrs[i, s] += 1
+    return nbrs, degree
+
+
+@nb.njit(cache=True)
+def _greedy(points, conf, nbrs, degree, q, cq, start, L, seen, tag, lst_d, lst_i, lst_e, visited):
+    """Greedy search for ``q`` (build time): fills the sorted list; returns the
+    number of expanded nodes written to ``visited`` (may grow it: returned too)."""
+    for t in range(L):
+        lst_d[t] = np.inf
+        lst_i[t] = -1
+        lst_e[t] = False
+    seen[start] = tag
+    lst_d[0] = delta_row(q, cq, points[start], conf[start])
+    lst_i[0] = start
+    size = 1
+    n_vis = 0
+    cur = 0
+    while cur < size:
+        p = lst_i[cur]
+        lst_e[cur] = True
+        if n_vis == visited.shape[0]:
+            grown = np.empty(2 * visited.shape[0], dtype=visited.dtype)
+            grown[:n_vis] = visited[:n_vis]
+            visited = grown
+        visited[n_vis] = p
+        n_vis += 1
+        low = size
+        for s in range(degree[p]):
+            u = nbrs[p, s]
+            if seen[u] == tag:
+                continue
+            seen[u] = tag
+            du = delta_row(q, cq, points[u], conf[u])
+            if size < L or du < lst_d[size - 1]:
+                pos = size if size < L else L - 1
+                while pos > 0 and lst_d[pos - 1] > du:
+                    lst_d[pos] = lst_d[pos - 1]
+                    lst_i[pos] = lst_i[pos - 1]
+                    lst_e[pos] = lst_e[pos - 1]
+                    pos -= 1
+                lst_d[pos] = du
+                lst_i[pos] = u
+                lst_e[pos] = False
+                if size < L:
+                    size += 1
+                if pos < low:
+                    low = pos
+        cur = low if low <= cur else cur + 1
+        while cur < size and lst_e[cur]:
+            cur += 1
+    return n_vis, visited
+
+
+@nb.njit(cache=True)
+def _robust_prune(p, cand, n_cand, points, conf, alpha, R, mark, tag, out_row):
+    """RobustPrune(p, cand, alpha, R) into ``out_row``; returns the new degree.
+
+    ``cand`` may contain ``p`` and repeated ids (both dropped).
+    """
+    ids = np.empty(n_cand, dtype=np.int64)
+    dl = np.empty(n_cand)
+    c = 0
+    for t in range(n_cand):
+        u = cand[t]
+        if u == p or u < 0 or mark[u] == tag:
+            continue
+        mark[u] = tag
+        ids[c] = u
+        dl[c] = delta_row(points[p], conf[p], points[u], conf[u])
+        c += 1
+    order = np.argsort(dl[:c], kind="mergesort")
+    alive = np.ones(c, dtype=np.bool_)
+    dist_p = np.empty(c)
+    for t in range(c):
+        dist_p[t] = _dist_from_delta(dl[order[t]])
+    deg = 0
+    for a in range(c):
+        if not alive[a]:
+            continue
+        ps = ids[order[a]]
+        out_row[deg] = ps
+        deg += 1
+        if deg == R:
+            break
+        for b in range(a + 1, c):
+            if alive[b]:
+                u = ids[order[b]]
+                d_su = _dist_from_delta(delta_row(points[ps], conf[ps], points[u], conf[u]))
+                if alpha * d_su <= dist_p[b]:
+                    alive[b] = False
+    for t in range(deg, out_row.shape[0]):
+        out_row[t] = -1
+    return deg
+
+
+@nb.njit(cache=True)
+def _build_graph(points, conf, nbrs, degree, medoid, L, R, alphas, orders):
+    """Vamana passes over ``orders[pass]`` with ``alphas[pass]``; edits the graph in place."""
+    n = points.shape[0]
+    seen = np.zeros(n, dtype=np.int64)
+    mark = np.zeros(n, dtype=np.int64)
+    tag = 0
+    mtag = 0
+    lst_d = np.empty(L)
+    lst_i = np.empty(L, dtype=np.int64)
+    lst_e = np.empty(L, dtype=np.bool_)
+    visited = np.empty(4 * L + 16, dtype=np.int64)
+    cand = np.empty(R + 1, dtype=np.int64)
+    for ps in range(orders.shape[0]):
+        alpha = alphas[ps]
+        for t in range(n):
+            p = orders[ps, t]
+            tag += 1
+            n_vis, visited = _greedy(points, conf, nbrs, degree, points[p], conf[p], medoid, L, seen, tag,
+                                     lst_d, lst_i, lst_e, visited)
+            need = n_vis + R
+            if cand.shape[0] < need:
+                cand = np.empty(2 * need, dtype=np.int64)
+            for s in range(n_vis):
+                cand[s] = visited[s]
+            for s in range(degree[p]):
+                cand[n_vis + s] = nbrs[p, s]
+            mtag += 1
+            degree[p] = _robust_prune(p, cand, n_vis + degree[p], points, conf, alpha, R, mark, mtag, nbrs[p])
+            for s in range(degree[p]):
+                j = nbrs[p, s]
+                present = False
+                for r in range(degree[j]):
+                    if nbrs[j, r] == p:
+                        present = True
+                        break
+                if present:
+                    continue
+                if degree[j] < R:
+                    nbrs[j, degree[j]] = p
+                    degree[j] += 1
+                else:
+                    for r in range(R):
+                        cand[r] = nbrs[j, r]
+                    cand[R] = p
+                    mtag += 1
+                    degree[j] = _robust_prune(j, cand, R + 1, points, conf, alpha, R, mark, mtag, nbrs[j])
+    return nbrs, degree
+
+
+@nb.njit(cache=True, inline="always")
+def _offer(keys, ids, key, ident):
+    """Insert into the sorted top-k (caller checked ``key < keys[-1]``; ids are new)."""
+    pos = keys.shape[0] - 1
+    while pos > 0 and keys[pos - 1] > key:
+        keys[pos] = keys[pos - 1]
+        ids[pos] = ids[pos - 1]
+        pos -= 1
+    keys[pos] = key
+    ids[pos] = ident
+
+
+@nb.njit(cache=True, parallel=True)
+def _search(points, conf, nbrs, medoid, queries, q_conf, k, L, budget, seed, n_chunks):
+    """Greedy search with restarts under a budget (see module docstring)."""
+    m = queries.shape[0]
+    n = points.shape[0]
+    R = nbrs.shape[1]
+    out_d = np.full((m, k), np.inf)
+    out_i = np.full((m, k), -1, dtype=np.int64)
+    samples = np.zeros(m, dtype=np.int64)
+    per = (m + n_chunks - 1) // n_chunks
+    for ch in nb.prange(n_chunks):
+        evaluated = np.zeros(n, dtype=np.int64)  # query tag when memo holds its delta
+        in_round = np.zeros(n, dtype=np.int64)  # round tag when seen in this round
+        memo = np.empty(n)
+        lst_d = np.empty(L)
+        lst_i = np.empty(L, dtype=np.int64)
+        lst_e = np.empty(L, dtype=np.bool_)
+        qtag = 0
+        rtag = 0
+        for i in range(ch * per, min(m, (ch + 1) * per)):
+            q = queries[i]
+            cq = q_conf[i]
+            limit = budget[i]
+            bd = out_d[i]
+            bi = out_i[i]
+            qtag += 1
+            state = seed ^ (np.uint64(i) * np.uint64(0xD1B54A32D192ED03))
+            cnt = 0
+            n_eval = 0
+            start = np.int64(medoid)
+            while cnt < limit:
+                rtag += 1
+                # --- one greedy search from ``start``
+                for t in range(L):
+                    lst_d[t] = np.inf
+                    lst_i[t] = -1
+                    lst_e[t] = False
+                in_round[start] = rtag
+                if evaluated[start] != qtag:
+                    evaluated[start] = qtag
+                    memo[start] = delta_row(q, cq, points[start], conf[start])
+                    cnt += 1
+                    n_eval += 1
+                    if memo[start] < bd[k - 1]:
+                        _offer(bd, bi, memo[start], start)
+                lst_d[0] = memo[start]
+                lst_i[0] = start
+                size = 1
+                cur = 0
+                while cur < size and cnt < limit:
+                    p = lst_i[cur]
+                    lst_e[cur] = True
+                    low = size
+                    for s in range(R):
+                        u = nbrs[p, s]
+                        if u < 0:
+                            break
+                        if in_round[u] == rtag:
+                            continue
+                        if evaluated[u] != qtag:
+                            if cnt >= limit:
+                                break
+                            evaluated[u] = qtag
+                            memo[u] = delta_row(q, cq, points[u], conf[u])
+                            cnt += 1
+                            n_eval += 1
+                            if memo[u] < bd[k - 1]:
+                                _offer(bd, bi, memo[u], u)
+                        in_round[u] = rtag
+                        du = memo[u]
+                        if size < L or du < lst_d[size - 1]:
+                            pos = size if size < L else L - 1
+                            while pos > 0 and lst_d[pos - 1] > du:
+                                lst_d[pos] = lst_d[pos - 1]
+                                lst_i[pos] = lst_i[pos - 1]
+                                lst_e[pos] = lst_e[pos - 1]
+                                pos -= 1
+                            lst_d[pos] = du
+                            lst_i[pos] = u
+                            lst_e[pos] = False
+                            if size < L:
+                                size += 1
+                            if pos < low:
+                                low = pos
+                    cur = low if low <= cur else cur + 1
+                    while cur < size and lst_e[cur]:
+                        cur += 1
+                if limit == _NO_BUDGET or cnt >= limit or n_eval >= n:
+                    break
+                # --- restart from a random point not evaluated yet
+                start = np.int64(-1)
+                for _ in range(_RESTART_DRAWS):
+                    state, z = _splitmix64(state)
+                    cand = np.int64(z % np.uint64(n))
+                    if evaluated[cand] != qtag:
+                        start = cand
+                        break
+                if start < 0:
+                    state, z = _splitmix64(state)
+                    off = np.int64(z % np.uint64(n))
+                    for t in range(n):
+                        cand = (off + t) % n
+                        if evaluated[cand] != qtag:
+                            start = cand
+                            break
+                if start < 0:
+                    break
+            samples[i] = cnt
+    return out_i, out_d, samples
+
+
+
+# --------------------------------------------------------------------------- index
+
+
+class VamanaIndex:
+    """Vamana graph over Poincare points, searched greedily by ``delta``.
+
+    Parameters
+    ----------
+    R : int, default 10
+        Largest out-degree (the paper: 10 for 10-D, 20 for 100-D).
+    L : int, default 10
+        List size of the greedy searches during the build, and the default
+        list size of :meth:`search` (the paper: 10 for 10-D, 40 for 100-D).
+    alpha : float, default 1.5
+        RobustPrune parameter, ``>= 1``, applied to the Poincare distance.
+    passes : int, default 2
+        Build passes; the first uses ``alpha = 1`` when there are several.
+    random_state : int, default 0
+        Seed of the initial graph, the pass orders and the medoid sample.
+
+    Attributes
+    ----------
+    neighbors_ : ndarray of shape (n, R), int32
+        Out-neighbours of each point, ``-1`` padded.
+    medoid_ : int
+        Start point of every search.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from hypann.geometry._kernels import conformal_factor
+    >>> X = np.random.default_rng(0).uniform(-0.5, 0.5, (500, 3))
+    >>> index = VamanaIndex(R=8, L=20).build(X, conformal_factor(X))
+    >>> ids, deltas, samples = index.search(X[:2], conformal_factor(X[:2]), 1)
+    >>> ids[:, 0].tolist()
+    [0, 1]
+    """
+
+    def __init__(self, *, R: int = 10, L: int = 10, alpha: float = 1.5, passes: int = 2, random_state: int = 0):
+        self.R = R
+        self.L = L
+        self.alpha = alpha
+        self.passes = passes
+        self.random_state = random_state
+
+    def build(self, points, conformal):
+        """Build the graph on validated float64 ``points`` (n, d) with their stored ``conformal``.
+
+        Returns
+        -------
+        self
+        """
+        R = check_positive_int(self.R, "R")
+        L = check_positive_int(self.L, "L")
+        passes = check_positive_int(self.passes, "passes")
+        alpha = check_real(self.alpha, "alpha", low=1.0)
+        points = np.ascontiguousarray(points, dtype=np.float64)
+        conformal = np.ascontiguousarray(conformal, dtype=np.float64)
+        if points.ndim != 2 or points.shape[0] == 0:
+            raise ValueError(f"points must be a non-empty 2-D array, got shape {points.shape}")
+        n = points.shape[0]
+        if conformal.shape != (n,):
+            raise ValueError(f"conformal must have shape ({n},) to match points, got {conformal.shape}")
+        rng = np.random.default_rng(self.random_state)
+        nbrs, degree = _random_graph(n, R, rng.random((n, R)))
+        sample = rng.choice(n, size=min(n, MEDOID_SAMPLE), replace=False).astype(np.int64)
+        medoid = int(_medoid(points, conformal, sample))
+        orders = np.stack([rng.permutation(n) for _ in range(passes)]).astype(np.int64)
+        alphas = np.full(passes, alpha)
+        if passes > 1:
+            alphas[0] = 1.0
+        nbrs, degree = _build_graph(points, conformal, nbrs, degree, medoid, L, R, alphas, orders)
+        self.points_ = points
+        self.conformal_ = conformal
+        self.neighbors_ = nbrs
+        self.medoid_ = medoid
+        self.n_points_, self.dim_ = points.shape
+        logger.debug("Vamana built: n=%d, R=%d, L=%d, mean degree %.2f", n, R, L, degree.mean())
+        return self
+
+    def to_arrays(self) -> dict:
+        """The fitted index as a dict of arrays (for :func:`numpy.savez`); see :meth:`from_arrays`."""
+        self._check_fitted()
+        return {
+            "points": self.points_,
+            "conformal": self.conformal_,
+            "neighbors": self.neighbors_,
+            "medoid": np.int64(self.medoid_),
+            "settings": np.array([self.R, self.L, self.passes, self.random_state], dtype=np.int64),
+            "alpha": np.float64(self.alpha),
+        }
+
+    @classmethod
+    def from_arrays(cls, arrays):
+        """Rebuild a fitted index from :meth:`to_arrays` output (or an ``np.load`` of it)."""
+        missing = [name for name in (*_STATE, "settings", "alpha") if name not in arrays]
+        if missing:
+            raise ValueError(f"not a VamanaIndex state: missing arrays {missing}")
+        R, L, passes, random_state = (int(v) for v in np.asarray(arrays["settings"]))
+        index = cls(R=R, L=L, alpha=float(arrays["alpha"]), passes=passes, random_state=random_state)
+        index.points_ = np.ascontiguousarray(arrays["points"], dtype=np.float64)
+        index.conformal_ = np.ascontiguousarray(arrays["conformal"], dtype=np.float64)
+        index.neighbors_ = np.ascontiguousarray(arrays["neighbors"], dtype=np.int32)
+        index.medoid_ = int(arrays["medoid"])
+        index.n_points_, index.dim_ = index.points_.shape
+        if index.neighbors_.shape != (index.n_points_, R):
+            raise ValueError(
+                f"neighbors must have shape ({index.n_points_}, {R}), got {index.neighbors_.shape}"
+            )
+        return index
+
+    @property
+    def nbytes(self) -> int:
+        """Memory of the graph (bytes), not counting the points."""
+        return int(self.neighbors_.nbytes) if hasattr(self, "neighbors_") else 0
+
+    def _check_fitted(self):
+        if not hasattr(self, "neighbors_"):
+            raise ValueError(f"this {type(self).__name__} is not built yet; call build(points, conformal) first")
+
+    def search(self, queries, q_conformal, k, *, L=None, budget=None, random_state=0) -> GraphSearchResult:
+        """Greedy search from the medoid; with a budget, random restarts until it is used.
+
+        Parameters
+        ----------
+        queries : ndarray of shape (m, d)
+        q_conformal : ndarray of shape (m,)
+            Stored ``1-|q|^2`` of the queries.
+        k : int
+        L : int, optional
+            List size; ``max(L, k)`` is used. Default: the build's ``L``.
+        budget : None, int or ndarray of shape (m,)
+            Distance evaluations allowed per query (hard limit). ``None``: one
+            greedy search.
+        random_state : int, default 0
+            Seed of the restart points.
+
+        Returns
+        -------
+        GraphSearchResult
+            ``(ids, deltas, samples)``, ids int64 (m, k), deltas ascending.
+        """
+        self._check_fitted()
+        k = check_positive_int(k, "k")
+        L = self.L if L is None else L
+        L = max(check_positive_int(L, "L"), k)
+        queries = np.ascontiguousarray(queries, dtype=np.float64)
+        if queries.ndim != 2 or queries.shape[1] != self.dim_:
+            raise ValueError(f"queries must have shape (m, {self.dim_}), got {queries.shape}")
+        m = queries.shape[0]
+        q_conformal = np.ascontiguousarray(q_conformal, dtype=np.float64)
+        if q_conformal.shape != (m,):
+            raise ValueError(f"q_conformal must have shape ({m},), got {q_conformal.shape}")
+        if budget is None:
+            b = np.full(m, _NO_BUDGET, dtype=np.int64)
+        else:
+            b = np.asarray(budget)
+            if b.ndim > 1 or (b.ndim == 1 and b.shape[0] != m) or b.dtype.kind not in "iu":
+                raise ValueError(
+                    f"budget must be None, an integer or an integer array of shape ({m},), got {budget!r}"
+                )
+            b = np.empty(m, dtype=np.int64)  # fresh writable array: one numba signature
+            b[:] = np.maximum(np.asarray(budget), 0)
+        seed = np.uint64(int(random_state) & 0xFFFFFFFFFFFFFFFF)
+        n_chunks = max(1, min(m, 4 * nb.get_num_threads()))
+        ids, deltas, samples = _search(
+            self.points_, self.conformal_, self.neighbors_, self.medoid_, queries, q_conformal, k, L, b,
+            seed, n_chunks,
+        )
+        return GraphSearchResult(ids, deltas, samples)
+
+    def __repr__(self):
+        fitted = f", n_points={self.n_points_}, dim={self.dim_}" if hasattr(self, "neighbors_") else ""
+        return (
+            f"{type(self).__name__}(R={self.R}, L={self.L}, alpha={self.alpha}, passes={self.passes}, "
+            f"random_state={self.random_state}{fitted})"
+        )

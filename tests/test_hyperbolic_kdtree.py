@@ -1,0 +1,266 @@
+"""Tests of the paper's kd-tree oracle (hypann.search.hyperbolic_kdtree)."""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from hypann.geometry._kernels import brute_knn_delta, conformal_factor, delta_to_candidates
+from hypann.oracles.base import EuclideanOracle
+from hypann.search.hyperbolic_kdtree import HyperbolicKDTree, HyperbolicKDTreeOracle
+from tests.conftest import ball_points
+
+
+def _data(seed, n, d, *, n_dup=0, min_conformal=1e-12):
+    """Ball points down to ``1-|x|^2 = min_conformal``, with ``n_dup`` repeated rows."""
+    rng = np.random.default_rng(seed)
+    X = ball_points(rng, n, d, min_conformal=min_conformal)
+    if n_dup:
+        X[rng.integers(0, n, n_dup)] = X[rng.integers(0, n, n_dup)]
+    return np.ascontiguousarray(X), conformal_factor(X)
+
+
+def _queries(seed, X, m):
+    """Half fresh ball points, half copies / tiny perturbations of data points."""
+    rng = np.random.default_rng(seed + 1)
+    d = X.shape[1]
+    fresh = ball_points(rng, m - m // 2, d)
+    near = X[rng.integers(0, len(X), m // 2)].copy()
+    near[::2] *= 1.0 - 1e-9  # slightly inside, still near the boundary
+    Q = np.ascontiguousarray(np.vstack([fresh, near]))
+    return Q, conformal_factor(Q)
+
+
+def _euclid_brute(C, X, k):
+    sq = np.einsum("mnd,mnd->mn", C[:, None, :] - X[None], C[:, None, :] - X[None])
+    order = np.argsort(sq, axis=1, kind="stable")[:, :k]
+    return np.take_along_axis(sq, order, 1), order
+
+
+# --------------------------------------------------------------------------- search_exact
+
+
+@given(
+    seed=st.integers(0, 2**31),
+    n=st.integers(1, 400),
+    d=st.sampled_from([2, 3, 10]),
+    k=st.integers(1, 12),
+    leaf=st.sampled_from([1, 4, 16]),
+    dup=st.integers(0, 40),
+)
+def test_search_exact_matches_brute_force(seed, n, d, k, leaf, dup):
+    X, cx = _data(seed, n, d, n_dup=min(dup, n))
+    Q, cq = _queries(seed, X, 12)
+    tree = HyperbolicKDTree(leaf_size=leaf).build(X, cx)
+    ids, deltas, samples = tree.search_exact(Q, cq, k)
+    ref_ids, ref_d = brute_knn_delta(Q, cq, X, cx, k)
+    # Same k smallest delta values, bit for bit (ties may pick other ids).
+    np.testing.assert_array_equal(deltas, ref_d)
+    # Each returned id really has the reported delta; no id twice in a row.
+    np.testing.assert_array_equal(delta_to_candidates(Q, cq, X, cx, ids), deltas)
+    for row in ids:
+        valid = row[row >= 0]
+        assert len(set(valid.tolist())) == len(valid)
+    assert np.all((ids >= 0) == np.isfinite(deltas))
+    assert np.all(samples <= n) and np.all(samples >= min(k, n))
+
+
+def test_search_exact_near_boundary_and_duplicates():
+    # Clusters of near-identical points at 1-|x|^2 ~ 1e-12, plus exact duplicates.
+    rng = np.random.default_rng(7)
+    d = 5
+    base = ball_points(rng, 30, d, min_conformal=1e-12, radial_power=0.01)
+    X = np.repeat(base, 20, axis=0) * (1.0 - rng.uniform(0, 1e-12, (600, 1)))
+    X[::7] = X[3]
+    cx = conformal_factor(X)
+    assert cx.min() < 1e-11
+    Q = base[rng.integers(0, 30, 25)] * (1.0 - 3e-13)
+    cq = conformal_factor(Q)
+    for k in (1, 7, 30):
+        ids, deltas, _ = HyperbolicKDTree(leaf_size=4).build(X, cx).search_exact(Q, cq, k)
+        _, ref_d = brute_knn_delta(Q, cq, X, cx, k)
+        np.testing.assert_array_equal(deltas, ref_d)
+        np.testing.assert_array_equal(delta_to_candidates(Q, cq, X, cx, ids), deltas)
+
+
+def test_search_exact_k_larger_than_n_pads():
+    X, cx = _data(3, 5, 3)
+    ids, deltas, samples = HyperbolicKDTree(leaf_size=2).build(X, cx).search_exact(X, cx, 8)
+    assert ids.shape == (5, 8)
+    assert np.all(ids[:, 5:] == -1) and np.all(np.isinf(deltas[:, 5:]))
+    assert sorted(ids[0, :5].tolist()) == list(range(5))
+    np.testing.assert_array_equal(samples, 5)
+
+
+def test_search_exact_budget_is_a_hard_limit():
+    X, cx = _data(11, 3000, 4)
+    Q, cq = _queries(11, X, 40)
+    tree = HyperbolicKDTree(leaf_size=8).build(X, cx)
+    free = tree.search_exact(Q, cq, 5)
+    budget = np.maximum(free.samples // 2, 1)
+    capped = tree.search_exact(Q, cq, 5, budget=budget)
+    np.testing.assert_array_equal(capped.samples, budget)
+    # What it returns is real: the ids carry the reported deltas, never better than the truth.
+    ok = capped.ids >= 0
+    np.testing.assert_array_equal(delta_to_candidates(Q, cq, X, cx, capped.ids)[ok], capped.deltas[ok])
+    assert np.all(capped.deltas >= free.deltas)
+    # A budget that is never reached changes nothing.
+    same = tree.search_exact(Q, cq, 5, budget=free.samples)
+    np.testing.assert_array_equal(same.deltas, free.deltas)
+    np.testing.assert_array_equal(same.samples, free.samples)
+    zero = tree.search_exact(Q, cq, 5, budget=0)
+    assert np.all(zero.samples == 0) and np.all(zero.ids == -1)
+
+
+# --------------------------------------------------------------------------- knn_tracking
+
+
+@given(seed=st.integers(0, 2**31), n=st.integers(1, 300), k=st.integers(1, 10), leaf=st.sampled_from([1, 5, 16]))
+def test_knn_tracking_is_exact_euclidean_and_consistent(seed, n, k, leaf):
+    X, cx = _data(seed, n, 3, n_dup=n // 10)
+    Q, cq = _queries(seed, X, 10)
+    rng = np.random.default_rng(seed + 2)
+    centers = Q * rng.uniform(0.3, 1.0, (len(Q), 1))  # e.g. recentred ball centres
+    tree = HyperbolicKDTree(leaf_size=leaf).build(X, cx)
+    e_sq, e_ids, h_ids, h_d, samples = tree.knn_tracking(centers, k, Q, cq)
+
+    ref_sq, _ = _euclid_brute(centers, X, min(k, n))
+    np.testing.assert_allclose(e_sq[:, : min(k, n)], ref_sq, rtol=1e-12, atol=0)
+    got_sq = np.where(e_ids >= 0, np.sum((centers[:, None] - X[np.maximum(e_ids, 0)]) ** 2, axis=2), np.inf)
+    np.testing.assert_allclose(got_sq, e_sq, rtol=1e-12, atol=0)
+
+    # Hyperbolic list: true deltas of its ids, ascending, and at least as good as
+    # the deltas of the Euclidean neighbours (which were examined too).
+    np.testing.assert_array_equal(delta_to_candidates(Q, cq, X, cx, h_ids), h_d)
+    assert np.all(h_d[:, 1:] >= h_d[:, :-1])
+    e_as_h = np.sort(delta_to_candidates(Q, cq, X, cx, e_ids), axis=1)
+    assert np.all(h_d <= e_as_h)
+    assert np.all(samples >= min(k, n)) and np.all(samples <= n)
+
+
+def test_knn_tracking_one_leaf_examines_everything():
+    X, cx = _data(5, 200, 6, n_dup=10)
+    Q, cq = _queries(5, X, 15)
+    tree = HyperbolicKDTree(leaf_size=10_000).build(X, cx)
+    assert tree.n_nodes_ == 1
+    e_sq, e_ids, h_ids, h_d, samples = tree.knn_tracking(Q * 0.5, 4, Q, cq)
+    np.testing.assert_array_equal(samples, 200)
+    _, ref_d = brute_knn_delta(Q, cq, X, cx, 4)
+    np.testing.assert_array_equal(h_d, ref_d)
+
+
+def test_knn_tracking_budget_stops_early():
+    X, cx = _data(6, 200, 6)
+    Q, cq = _queries(6, X, 15)
+    tree = HyperbolicKDTree(leaf_size=10_000).build(X, cx)
+    budget = np.arange(15) * 13  # 0 .. 182, per query
+    e_sq, e_ids, h_ids, h_d, samples = tree.knn_tracking(Q, 3, Q, cq, budget)
+    np.testing.assert_array_equal(samples, budget)
+    # One leaf, scanned in tree order: the answer is the brute force over the first b points.
+    for i, b in enumerate(budget):
+        if b == 0:
+            assert np.all(h_ids[i] == -1) and np.all(e_ids[i] == -1)
+            continue
+        seen = tree.indices_[:b]
+        _, ref = brute_knn_delta(Q[i : i + 1], cq[i : i + 1], X[seen], cx[seen], 3)
+        np.testing.assert_array_equal(h_d[i], ref[0])
+        assert set(e_ids[i][e_ids[i] >= 0].tolist()) <= set(seen.tolist())
+
+
+def test_knn_tracking_budget_in_a_deep_tree():
+    X, cx = _data(8, 2000, 3)
+    Q, cq = _queries(8, X, 30)
+    tree = HyperbolicKDTree(leaf_size=4).build(X, cx)
+    free = tree.knn_tracking(Q, 5, Q, cq)
+    capped = tree.knn_tracking(Q, 5, Q, cq, budget=free.samples - 1)
+    np.testing.assert_array_equal(capped.samples, np.maximum(free.samples - 1, 0))
+    same = tree.knn_tracking(Q, 5, Q, cq, budget=int(free.samples.max()))
+    for a, b in zip(same, free):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_tree_arrays_are_well_formed():
+    X, cx = _data(9, 1000, 4)
+    tree = HyperbolicKDTree(leaf_size=7).build(X, cx)
+    assert sorted(tree.indices_.tolist()) == list(range(1000))
+    np.testing.assert_array_equal(tree.points_, X[tree.indices_])
+    np.testing.assert_array_equal(tree.conformal_, cx[tree.indices_])  # stored, not recomputed
+    leaves = tree.left_ < 0
+    assert np.all(tree.end_[leaves] - tree.start_[leaves] <= 7)
+    for node in range(tree.n_nodes_):
+        s, e = tree.start_[node], tree.end_[node]
+        pts = tree.points_[s:e]
+        np.testing.assert_array_equal(pts.min(0), tree.lo_[node])
+        np.testing.assert_array_equal(pts.max(0), tree.hi_[node])
+        assert tree.max_conformal_[node] == tree.conformal_[s:e].max()
+
+
+# --------------------------------------------------------------------------- oracle, persistence, errors
+
+
+def test_oracle_protocol_and_tracking():
+    X, cx = _data(10, 800, 5)
+    Q, cq = _queries(10, X, 20)
+    oracle = HyperbolicKDTreeOracle(leaf_size=8).build(X)
+    assert isinstance(oracle, EuclideanOracle)
+    assert (oracle.name, oracle.exact, oracle.counts_evaluations) == ("hkdtree", True, True)
+    assert oracle.spec() == "hkdtree:leaf_size=8"
+    res = oracle.knn(Q, 6)
+    ref_sq, _ = _euclid_brute(Q, X, 6)
+    np.testing.assert_allclose(res.sq_dist, ref_sq, rtol=1e-12, atol=0)
+    assert res.evaluations.shape == (20,) and np.all(res.evaluations >= 6)
+    tracked = oracle.knn_tracking(Q, 6, Q, cq)
+    np.testing.assert_array_equal(tracked.euclid_sq, res.sq_dist)
+    np.testing.assert_array_equal(tracked.samples, res.evaluations)
+    assert oracle.nbytes > X.nbytes
+    # padding to k > n follows the oracle contract
+    assert oracle.knn(Q, 900).indices.shape == (20, 900)
+
+
+def test_oracle_build_with_conformal_keeps_given_factors():
+    X, cx = _data(12, 300, 3)
+    marked = cx * 0.5  # deliberately not 1-|x|^2: must be used as given
+    oracle = HyperbolicKDTreeOracle().build_with_conformal(X, marked)
+    np.testing.assert_array_equal(oracle.tree_.conformal_, marked[oracle.tree_.indices_])
+    assert (oracle.n_points_, oracle.dim_) == (300, 3)
+
+
+def test_save_load_and_pickle_roundtrip(tmp_path):
+    X, cx = _data(13, 500, 4)
+    Q, cq = _queries(13, X, 10)
+    tree = HyperbolicKDTree(leaf_size=6).build(X, cx)
+    np.savez(tmp_path / "tree.npz", **tree.to_arrays())
+    with np.load(tmp_path / "tree.npz") as f:
+        loaded = HyperbolicKDTree.from_arrays(dict(f))
+    again = pickle.loads(pickle.dumps(tree))
+    want = tree.search_exact(Q, cq, 4)
+    for other in (loaded, again):
+        got = other.search_exact(Q, cq, 4)
+        for a, b in zip(got, want):
+            np.testing.assert_array_equal(a, b)
+    assert loaded.leaf_size == 6 and loaded.depth_ == tree.depth_
+    with pytest.raises(ValueError, match="missing arrays"):
+        HyperbolicKDTree.from_arrays({"points": X})
+
+
+def test_errors_name_the_bad_value():
+    X, cx = _data(14, 50, 3)
+    with pytest.raises(ValueError, match="leaf_size must be a positive integer"):
+        HyperbolicKDTree(leaf_size=0).build(X, cx)
+    with pytest.raises(ValueError, match="not built yet"):
+        HyperbolicKDTree().search_exact(X, cx, 1)
+    tree = HyperbolicKDTree().build(X, cx)
+    with pytest.raises(ValueError, match="k must be a positive integer"):
+        tree.search_exact(X, cx, 0)
+    with pytest.raises(ValueError, match=r"queries must have shape \(m, 3\)"):
+        tree.search_exact(X[:, :2], cx, 1)
+    with pytest.raises(ValueError, match="conformal must have shape"):
+        HyperbolicKDTree().build(X, cx[:-1])
+    with pytest.raises(ValueError, match="budget must be None, a scalar or an array of shape"):
+        tree.search_exact(X, cx, 1, budget=np.ones(3))
+    with pytest.raises(ValueError, match="centers, queries and q_conformal must have m=50 rows"):
+        tree.knn_tracking(X, 1, X[:3], cx[:3])
