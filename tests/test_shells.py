@@ -135,3 +135,12 @@ def test_randomized_full_probes_grow_like_log_n(rng):
     # H_N bounds the expectation; 200 queries give a mean well within 25% of it
     assert mean_full <= 1.25 * harmonic
     assert n_nonempty >= 40 and mean_full < n_nonempty / 4
+
+
+@pytest.mark.parametrize("width", [1.5, 3.0, 10.0])
+@given(data=datasets(), k=st.sampled_from([1, 5, 10]))
+def test_recentred_shells_are_exact_with_an_exact_oracle(data, k, width):
+    X, Q = data
+    k = min(k, len(X))
+    res = hypann.HyperbolicIndex(algorithm="shells", oracle="kdtree", width=width, recenter=True).build(X).search(Q, k)
+    np.testing.assert_allclose(res.distances, true_knn_dist(X, Q, k), rtol=1e-9, atol=1e-12)

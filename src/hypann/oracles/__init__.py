@@ -3,6 +3,7 @@
 from hypann.oracles.base import EuclideanNeighbors, EuclideanOracle
 from hypann.oracles.brute import BruteForceOracle
 from hypann.oracles.kdtree import KDTreeOracle
+from hypann.oracles.lsh import LSHOracle
 from hypann.oracles.registry import available_oracles, make_oracle, register_oracle
 
 __all__ = [
@@ -10,6 +11,7 @@ __all__ = [
     "EuclideanOracle",
     "BruteForceOracle",
     "KDTreeOracle",
+    "LSHOracle",
     "available_oracles",
     "make_oracle",
     "register_oracle",

@@ -29,6 +29,15 @@ which certifies a strictly closer point in that shell. Lemma: ``O(ln N)``
 full probes in expectation over ``N`` shells (reported as
 ``stats.extra["full_probes"]``).
 
+Beyond the paper (``recenter=True``): inside every probed shell, hypann also
+runs the Recentering step on that shell's oracle, asking for the Euclidean
+neighbours of the centre of the ball through the current k-th best until the
+top-k stops changing. The appendix remarks that this makes the shell search
+exact: a point strictly inside the final k-th ball lies in a probed shell and
+strictly inside the (larger or equal) ball that shell was last recentred on,
+so the shell's recentering would have found it. With an exact oracle the
+result is exact; with an approximate one it is markedly more accurate.
+
 Batching: each round every unfinished query picks one shell; queries are
 grouped by shell and each shell's oracle is called once per round.
 """
@@ -49,10 +58,11 @@ from hypann.geometry.bands import (
     shell_of,
     shell_radii,
 )
-from hypann.geometry.poincare import dist_from_delta
+from hypann.geometry.poincare import dist_from_delta, euclidean_ball_from_delta
 from hypann.oracles.registry import make_oracle
 from hypann.result import SearchStats
 from hypann.search.base import SearchAlgorithm
+from hypann.search.recentering import MAX_ROUNDS
 
 
 class SphericalShellSearch(SearchAlgorithm):
@@ -69,15 +79,18 @@ class SphericalShellSearch(SearchAlgorithm):
     eps : float, default 0.0
         The oracle's approximation ``eps`` used in the randomized variant's
         decision radius.
+    recenter : bool, default False
+        Recentre inside each probed shell (exact with an exact oracle).
     """
 
     name = "shells"
     randomized = False
 
-    def __init__(self, *, width: float = 3.0, n_shells: int | None = None, eps: float = 0.0):
+    def __init__(self, *, width: float = 3.0, n_shells: int | None = None, eps: float = 0.0, recenter: bool = False):
         self.width = width
         self.n_shells = n_shells
         self.eps = eps
+        self.recenter = recenter
 
     # ------------------------------------------------------------------ build
     def _build(self, points, conformal, oracle):
@@ -123,21 +136,41 @@ class SphericalShellSearch(SearchAlgorithm):
 
     # ------------------------------------------------------------ one probe
     def _probe(self, b, rows, queries, q_conformal, k, best_ids, best_d, stats, budget=None):
-        """Full probe of shell ``b`` for query rows ``rows``: merge its k Euclidean NN."""
+        """Full probe of shell ``b`` for query rows ``rows``: merge its k Euclidean NN.
+
+        With ``recenter``, then ask for the neighbours of the centre of the
+        ball through the k-th best until the top-k stops changing.
+        """
         oracle = self.oracles_[b - 1]
         if oracle is None:
             return
-        remaining = None if budget is None else np.maximum(budget - stats.samples[rows], 1)
-        res = oracle.knn(queries[rows], k, budget=remaining)
-        local = res.indices
-        ids = np.where(local >= 0, self.shell_ids_[b - 1][np.maximum(local, 0)], -1)
-        cand_d = _kernels.delta_to_candidates(queries[rows], q_conformal[rows], self.points_, self.conformal_, ids)
-        sub_ids, sub_d = best_ids[rows], best_d[rows]
-        _kernels.merge_topk(sub_ids, sub_d, ids, cand_d)
-        best_ids[rows], best_d[rows] = sub_ids, sub_d
-        stats.oracle_calls[rows] += 1
         stats.extra["shells_probed"][rows] += 1
-        stats.samples[rows] += res.evaluations if res.evaluations is not None else np.sum(ids >= 0, axis=1)
+        centers = queries[rows]
+        for rnd in range(MAX_ROUNDS):
+            remaining = None if budget is None else np.maximum(budget - stats.samples[rows], 1)
+            res = oracle.knn(centers, k, budget=remaining)
+            local = res.indices
+            ids = np.where(local >= 0, self.shell_ids_[b - 1][np.maximum(local, 0)], -1)
+            cand_d = _kernels.delta_to_candidates(queries[rows], q_conformal[rows], self.points_, self.conformal_, ids)
+            sub_ids, sub_d = best_ids[rows], best_d[rows]
+            changed = _kernels.merge_topk(sub_ids, sub_d, ids, cand_d)
+            best_ids[rows], best_d[rows] = sub_ids, sub_d
+            stats.oracle_calls[rows] += 1
+            stats.samples[rows] += res.evaluations if res.evaluations is not None else np.sum(ids >= 0, axis=1)
+            if not self.recenter:
+                break
+            # continue where a k-th best exists and the top-k changed; the first
+            # call was centred on q itself, which proves nothing: always recentre once
+            keep = np.isfinite(sub_d[:, k - 1]) & (sub_d[:, k - 1] > 0)
+            if rnd > 0:
+                keep &= changed
+            if budget is not None:
+                keep &= stats.samples[rows] < budget
+            rows = rows[keep]
+            if rows.size == 0:
+                break
+            centers, _ = euclidean_ball_from_delta(queries[rows], best_d[rows, k - 1], cq=q_conformal[rows])
+            centers = np.ascontiguousarray(centers)
 
     # ------------------------------------------------------- deterministic
     def search(self, queries, q_conformal, k, *, budget=None):

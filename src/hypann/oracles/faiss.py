@@ -1,0 +1,121 @@
+"""Euclidean oracle on faiss (``pip install hypann[faiss]``): Flat, IVF, HNSW, any factory string.
+
+faiss stores and compares float32 vectors: it *chooses* the ``k`` neighbours
+in float32, then this oracle recomputes their squared distances in float64
+from explicit differences and re-sorts them (hypann re-ranks hyperbolically
+in float64 anyway). Points closer than float32 can resolve (coordinates
+within ~6e-8 relative, i.e. near the boundary of the ball) may be ranked
+wrongly by faiss even with ``"Flat"``; ``exact`` is True only for ``"Flat"``.
+
+Spec strings: ``"faiss:HNSW32"``, ``"faiss:IVF256,Flat;nprobe=16"``,
+``"faiss:HNSW32;efSearch=64"``; a ``;`` separates the factory string from
+query-time settings (``nprobe``, ``efSearch``, also spelled ``ef_search``).
+The process-wide faiss thread count (``faiss.omp_set_num_threads``) applies.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from hypann._validation import check_positive_int
+from hypann.oracles.base import EuclideanNeighbors, EuclideanOracle
+from hypann.oracles.registry import parse_kwargs
+
+_QUERY_SETTINGS = {"nprobe": "nprobe", "efSearch": "ef_search", "ef_search": "ef_search"}
+
+
+def _import_faiss():
+    try:
+        import faiss
+    except ImportError:
+        raise ImportError(
+            "the 'faiss' oracle needs the faiss library: pip install hypann[faiss] (faiss-cpu)"
+        ) from None
+    return faiss
+
+
+def _rerank_float64(queries, points, ids):
+    """Exact float64 squared distances of the returned ids, re-sorted; -1 stays last."""
+    valid = ids >= 0
+    diff = queries[:, None, :] - points[np.where(valid, ids, 0)]
+    sq = np.where(valid, np.einsum("mkd,mkd->mk", diff, diff), np.inf)
+    order = np.argsort(sq, axis=1, kind="stable")
+    return np.take_along_axis(sq, order, 1), np.take_along_axis(ids, order, 1)
+
+
+class FaissOracle(EuclideanOracle):
+    """A faiss index built by ``faiss.index_factory(d, factory)``.
+
+    Parameters
+    ----------
+    factory : str, default "HNSW32"
+        faiss factory string (``"Flat"``, ``"IVF256,Flat"``, ``"HNSW32"``, ...).
+    nprobe : int, optional
+        IVF lists visited per query.
+    ef_search : int, optional
+        HNSW ``efSearch`` (faiss uses ``max(efSearch, k)``).
+    """
+
+    name = "faiss"
+    exact = False
+
+    def __init__(self, *, factory: str = "HNSW32", nprobe: int | None = None, ef_search: int | None = None):
+        _import_faiss()
+        self.factory = factory
+        self.nprobe = nprobe
+        self.ef_search = ef_search
+        self.exact = isinstance(factory, str) and factory.replace(" ", "") == "Flat"
+
+    @classmethod
+    def from_spec_args(cls, args: str) -> FaissOracle:
+        factory, _, settings = (args or "HNSW32").partition(";")
+        if not factory.strip():
+            raise ValueError(f"empty faiss factory string in spec {args!r}")
+        kwargs = {}
+        for key, value in parse_kwargs(settings, where=f"faiss spec {args!r}").items():
+            if key not in _QUERY_SETTINGS:
+                raise ValueError(
+                    f"unknown faiss query setting {key!r} in spec {args!r}; expected one of {sorted(_QUERY_SETTINGS)}"
+                )
+            kwargs[_QUERY_SETTINGS[key]] = value
+        return cls(factory=factory.strip(), **kwargs)
+
+    def spec(self) -> str:
+        settings = [f"{k}={v}" for k, v in (("nprobe", self.nprobe), ("efSearch", self.ef_search)) if v is not None]
+        return f"faiss:{self.factory}" + (";" + ",".join(settings) if settings else "")
+
+    def _build(self, points):
+        faiss = _import_faiss()
+        check_positive_int(self.nprobe, "nprobe", allow_none=True)
+        check_positive_int(self.ef_search, "ef_search", allow_none=True)
+        try:
+            index = faiss.index_factory(points.shape[1], self.factory, faiss.METRIC_L2)
+        except RuntimeError as exc:
+            raise ValueError(f"faiss cannot parse factory {self.factory!r}: {str(exc).splitlines()[-1]}") from None
+        x32 = np.ascontiguousarray(points, dtype=np.float32)
+        if not index.is_trained:
+            index.train(x32)
+        index.add(x32)
+        params = faiss.ParameterSpace()
+        for key, value in (("nprobe", self.nprobe), ("efSearch", self.ef_search)):
+            if value is not None:
+                try:
+                    params.set_index_parameter(index, key, value)
+                except RuntimeError:
+                    raise ValueError(
+                        f"faiss setting {key}={value} does not apply to factory {self.factory!r}"
+                    ) from None
+        self._index = index
+        self._points = points
+
+    def _knn(self, queries, k):
+        if k == 0:
+            return EuclideanNeighbors(np.empty((len(queries), 0)), np.empty((len(queries), 0), np.int64))
+        _, ids = self._index.search(np.ascontiguousarray(queries, dtype=np.float32), k)
+        sq, ids = _rerank_float64(queries, self._points, ids.astype(np.int64))
+        return EuclideanNeighbors(sq, ids)
+
+    @property
+    def nbytes(self):
+        faiss = _import_faiss()
+        return int(faiss.serialize_index(self._index).nbytes)

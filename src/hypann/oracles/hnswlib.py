@@ -1,0 +1,97 @@
+"""Euclidean oracle on hnswlib's HNSW graph (``pip install hypann[hnswlib]``).
+
+hnswlib works in float32 with space ``"l2"``, whose "distances" are squared
+Euclidean distances. The graph chooses the ``k`` neighbours in float32; this
+oracle recomputes their squared distances in float64 from explicit
+differences and re-sorts them. Build settings (``M``, ``ef_construction``)
+are kept apart from the query setting ``ef`` (raised to ``k`` when smaller,
+as hnswlib requires ``ef >= k``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from hypann._validation import check_positive_int
+from hypann.oracles.base import EuclideanNeighbors, EuclideanOracle
+
+
+def _import_hnswlib():
+    try:
+        import hnswlib
+    except ImportError:
+        raise ImportError("the 'hnswlib' oracle needs the hnswlib library: pip install hypann[hnswlib]") from None
+    return hnswlib
+
+
+def _rerank_float64(queries, points, ids):
+    """Exact float64 squared distances of the returned ids, re-sorted; -1 stays last."""
+    valid = ids >= 0
+    diff = queries[:, None, :] - points[np.where(valid, ids, 0)]
+    sq = np.where(valid, np.einsum("mkd,mkd->mk", diff, diff), np.inf)
+    order = np.argsort(sq, axis=1, kind="stable")
+    return np.take_along_axis(sq, order, 1), np.take_along_axis(ids, order, 1)
+
+
+class HnswlibOracle(EuclideanOracle):
+    """hnswlib ``Index(space="l2")``.
+
+    Parameters
+    ----------
+    M : int, default 16
+        Graph degree (hnswlib: reasonable range 2-100).
+    ef_construction : int, default 200
+        Candidate list size while building.
+    ef : int, default 64
+        Candidate list size per query (``max(ef, k)`` is used).
+    random_state : int, default 100
+        hnswlib's ``random_seed`` (level assignment).
+    num_threads : int, default 1
+        Threads for build and queries (``-1``: all cores). With 1 the graph is
+        deterministic for a seed; more threads insert in a racy order.
+    """
+
+    name = "hnswlib"
+    exact = False
+
+    def __init__(self, *, M: int = 16, ef_construction: int = 200, ef: int = 64, random_state: int = 100,
+                 num_threads: int = 1):
+        _import_hnswlib()
+        self.M = M
+        self.ef_construction = ef_construction
+        self.ef = ef
+        self.random_state = random_state
+        self.num_threads = num_threads
+
+    def spec(self) -> str:
+        return (f"hnswlib:M={self.M},ef_construction={self.ef_construction},ef={self.ef},"
+                f"random_state={self.random_state},num_threads={self.num_threads}")
+
+    def _build(self, points):
+        hnswlib = _import_hnswlib()
+        for name in ("M", "ef_construction", "ef"):
+            check_positive_int(getattr(self, name), name)
+        if self.num_threads != -1:
+            check_positive_int(self.num_threads, "num_threads")
+        n, d = points.shape
+        index = hnswlib.Index(space="l2", dim=d)
+        index.init_index(max_elements=max(n, 1), M=self.M, ef_construction=self.ef_construction,
+                         random_seed=self.random_state)
+        if n:
+            index.add_items(np.ascontiguousarray(points, dtype=np.float32), np.arange(n), num_threads=self.num_threads)
+        self._index = index
+        self._points = points
+
+    def _knn(self, queries, k):
+        if k == 0:
+            return EuclideanNeighbors(np.empty((len(queries), 0)), np.empty((len(queries), 0), np.int64))
+        self._index.set_ef(max(self.ef, k))
+        labels, _ = self._index.knn_query(np.ascontiguousarray(queries, dtype=np.float32), k=k,
+                                          num_threads=self.num_threads)
+        sq, ids = _rerank_float64(queries, self._points, labels.astype(np.int64))
+        return EuclideanNeighbors(sq, ids)
+
+    @property
+    def nbytes(self):
+        # float32 vectors + level-0 links (M0 = 2M ids of 4 bytes + a count) per point
+        return int(self.n_points_ * (4 * self.dim_ + 4 * (2 * self.M + 1) + 8))

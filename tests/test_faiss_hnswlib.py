@@ -1,0 +1,135 @@
+"""faiss and hnswlib adapters (hypann.oracles.faiss, hypann.oracles.hnswlib)."""
+
+import sys
+
+import numpy as np
+import pytest
+
+from hypann.oracles.brute import BruteForceOracle
+from hypann.oracles.faiss import FaissOracle
+from hypann.oracles.hnswlib import HnswlibOracle
+from hypann.oracles.registry import make_oracle
+
+faiss = pytest.importorskip("faiss")
+pytest.importorskip("hnswlib")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def single_thread():
+    before = faiss.omp_get_max_threads()
+    faiss.omp_set_num_threads(1)
+    yield
+    faiss.omp_set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def easy():
+    """4000 points from 100 Gaussian clusters in 32-D; queries near data points."""
+    rng = np.random.default_rng(0)
+    centres = rng.normal(size=(100, 32))
+    X = centres[rng.integers(0, 100, 4000)] + rng.normal(size=(4000, 32)) * 0.3
+    Q = X[:200] + rng.normal(size=(200, 32)) * 0.05
+    return X, Q, BruteForceOracle().build(X).knn(Q, 10)
+
+
+def recall(found, truth):
+    return np.mean([len(set(a) & set(b)) / truth.shape[1] for a, b in zip(found, truth)])
+
+
+def test_flat_equals_brute_force(easy):
+    X, Q, truth = easy
+    o = make_oracle("faiss:Flat").build(X)
+    assert o.exact
+    res = o.knn(Q, 10)
+    np.testing.assert_array_equal(res.indices, truth.indices)
+    np.testing.assert_allclose(res.sq_dist, truth.sq_dist, rtol=1e-13)  # float64 re-rank
+    assert res.sq_dist.dtype == np.float64 and res.indices.dtype == np.int64
+
+
+@pytest.mark.parametrize("spec", ["faiss:HNSW32", "faiss:HNSW16;efSearch=32", "hnswlib", "hnswlib:M=8,ef=16"])
+def test_hnsw_recall_on_easy_data(easy, spec):
+    # measured: 0.999-1.0 for all four
+    X, Q, truth = easy
+    o = make_oracle(spec).build(X)
+    assert not o.exact
+    res = o.knn(Q, 10)
+    assert recall(res.indices, truth.indices) > 0.9
+    assert np.all(np.diff(res.sq_dist, axis=1) >= 0)
+
+
+def test_ivf_trains_and_full_nprobe_is_exhaustive(easy):
+    X, Q, truth = easy
+    o = make_oracle("faiss:IVF16,Flat;nprobe=16").build(X)
+    assert (o.factory, o.nprobe, o.exact) == ("IVF16,Flat", 16, False)
+    np.testing.assert_array_equal(o.knn(Q, 10).indices, truth.indices)
+
+
+def test_padding_and_k_larger_than_n():
+    X = np.random.default_rng(1).normal(size=(5, 4))
+    for spec in ("faiss:Flat", "faiss:HNSW8", "hnswlib:M=4"):
+        res = make_oracle(spec).build(X).knn(X[:2], 8)
+        assert res.indices.shape == (2, 8)
+        np.testing.assert_array_equal(np.sort(res.indices[:, :5], axis=1), [np.arange(5)] * 2)
+        assert np.all(res.indices[:, 5:] == -1) and np.all(np.isinf(res.sq_dist[:, 5:]))
+
+
+@pytest.mark.parametrize(
+    "spec", ["faiss:Flat", "faiss:HNSW32", "faiss:IVF8,Flat;nprobe=4", "faiss:HNSW16;efSearch=40",
+             "hnswlib:M=12,ef_construction=100,ef=20,random_state=3,num_threads=1"]
+)
+def test_spec_round_trip(spec):
+    o = make_oracle(spec)
+    assert make_oracle(o.spec()).spec() == o.spec()
+    assert vars(make_oracle(o.spec())) == vars(o)
+
+
+def test_ef_search_spellings():
+    assert make_oracle("faiss:HNSW32;efSearch=64").ef_search == 64
+    assert make_oracle("faiss:HNSW32;ef_search=64").ef_search == 64
+    assert make_oracle("faiss").factory == "HNSW32"
+
+
+@pytest.mark.parametrize(
+    "spec, match",
+    [
+        ("faiss:HNSW32;foo=3", "unknown faiss query setting 'foo'"),
+        ("faiss:HNSW32;nprobe", "bad setting 'nprobe'"),
+        ("faiss:;nprobe=3", "empty faiss factory"),
+        ("hnswlib:Mx=3", "Mx"),
+    ],
+)
+def test_spec_errors_name_the_bad_piece(spec, match):
+    with pytest.raises(ValueError, match=match):
+        make_oracle(spec)
+
+
+@pytest.mark.parametrize(
+    "spec, match",
+    [
+        ("faiss:Foo12", "cannot parse factory 'Foo12'"),
+        ("faiss:HNSW32;nprobe=4", "nprobe=4 does not apply to factory 'HNSW32'"),
+        ("faiss:HNSW32;efSearch=0", "ef_search"),
+        ("hnswlib:M=0", "M must be a positive integer"),
+    ],
+)
+def test_build_errors_name_the_bad_piece(spec, match):
+    with pytest.raises(ValueError, match=match):
+        make_oracle(spec).build(np.zeros((20, 4)))
+
+
+def test_import_error_names_the_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "faiss", None)
+    with pytest.raises(ImportError, match=r"pip install hypann\[faiss\]"):
+        FaissOracle()
+    with pytest.raises(ImportError, match=r"pip install hypann\[faiss\]"):
+        make_oracle("faiss:Flat")
+    monkeypatch.setitem(sys.modules, "hnswlib", None)
+    with pytest.raises(ImportError, match=r"pip install hypann\[hnswlib\]"):
+        HnswlibOracle()
+
+
+def test_hnswlib_is_deterministic_single_thread(easy):
+    X, Q, _ = easy
+    a = HnswlibOracle(M=8, ef=10).build(X[:1000]).knn(Q, 5)
+    b = HnswlibOracle(M=8, ef=10).build(X[:1000]).knn(Q, 5)
+    np.testing.assert_array_equal(a.indices, b.indices)
