@@ -223,3 +223,15 @@ def test_empty_point_set():
     np.testing.assert_array_equal(res.indices, -1)
     cert, _ = o.near(np.zeros((2, 3)), 1.0)
     np.testing.assert_array_equal(cert, -1)
+
+
+def test_budget_caps_candidates_per_query():
+    rng = np.random.default_rng(7)
+    X = rng.normal(size=(3000, 20)) * 0.01
+    Q = X[:40] + 1e-4 * rng.normal(size=(40, 20))
+    oracle = LSHOracle(tables=5, bits=6, granularity=20.0, probe=1, random_state=0).build(X)
+    free = oracle.knn(Q, 5)
+    budget = np.arange(1, 41) * 3
+    capped = oracle.knn(Q, 5, budget=budget)
+    assert np.all(capped.evaluations <= np.minimum(budget, free.evaluations))
+    assert np.all(capped.sq_dist[:, 0] >= free.sq_dist[:, 0])

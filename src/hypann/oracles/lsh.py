@@ -194,7 +194,7 @@ def _collect(Q, X, pkeys, ptab, hoff, hbits, hkeys, hbucket, bstart, bids, k, ma
     """Probe buckets, deduplicate, keep the k nearest by exact squared distance.
 
     ``pkeys``/``ptab`` (m, P): probe keys and their tables in probe order.
-    Stops a query after ``max_cand`` distinct candidates, or as soon as its
+    Stops query ``i`` after ``max_cand[i]`` distinct candidates, or as soon as its
     best squared distance is ``<= stop_sq[i]`` (decision queries).
     """
     m = Q.shape[0]
@@ -233,7 +233,7 @@ def _collect(Q, X, pkeys, ptab, hoff, hbits, hkeys, hbucket, bstart, bids, k, ma
                         pos -= 1
                     kd[pos] = d
                     ki[pos] = j
-                if cnt >= max_cand or kd[0] <= stop_sq[qi]:
+                if cnt >= max_cand[qi] or kd[0] <= stop_sq[qi]:
                     done = True
                     break
             if done:
@@ -286,6 +286,7 @@ class LSHOracle(EuclideanOracle):
     name = "lsh"
     exact = False
     counts_evaluations = True
+    supports_budget = True
 
     def __init__(
         self,
@@ -452,20 +453,26 @@ class LSHOracle(EuclideanOracle):
             np.ascontiguousarray(np.hstack([tab, ntab])),
         )
 
-    def _run(self, queries, k, stop_sq, ordered):
+    def _run(self, queries, k, stop_sq, ordered, budget=None):
         pkeys, ptab = self._probes(queries, ordered)
-        cap = self.max_candidates if self.max_candidates is not None else np.iinfo(np.int64).max
+        cap = np.full(queries.shape[0], np.iinfo(np.int64).max, dtype=np.int64)
+        if self.max_candidates is not None:
+            cap[:] = self.max_candidates
+        if budget is not None:
+            cap = np.minimum(cap, np.maximum(budget, 1))
         return _collect(
             queries, self._points, pkeys, ptab, self._hoff, self._hbits, self._hkeys, self._hbucket,
             self._bstart, self._bids,
             k, cap, stop_sq,
         )
 
-    def _knn(self, queries, k):
+    def _knn(self, queries, k, budget=None):
+        """k nearest candidates; ``budget`` (m,) caps the candidates examined per query."""
         mq = queries.shape[0]
         if k == 0 or self.n_points_ == 0:
             return EuclideanNeighbors(np.empty((mq, 0)), np.empty((mq, 0), np.int64), np.zeros(mq, np.int64))
-        d, i, ev = self._run(queries, k, np.full(mq, -1.0), self.max_candidates is not None)
+        ordered = self.max_candidates is not None or budget is not None
+        d, i, ev = self._run(queries, k, np.full(mq, -1.0), ordered, budget)
         return EuclideanNeighbors(d, i, ev)
 
     def _near(self, queries, radius, eps):
