@@ -38,4 +38,4 @@ def test_errors_are_messages_not_tracebacks(tmp_path, capsys):
 def test_demo_quick(capsys):
     assert main(["demo", "--quick", "--queries", "50"]) == 0
     out = capsys.readouterr().out
-    assert "recentering + kdtree" in out and "numpy brute force" in out
+    assert "Recentering + cKDTree (exact)" in out and "Spherical-Shell + LSH" in out and "numpy brute force" in out
