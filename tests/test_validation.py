@@ -109,3 +109,21 @@ def test_result_contract(index, rng):
     assert np.all(np.diff(res.distances, axis=1) >= 0)
     assert set(res.stats.as_dict()) >= {"oracle_calls", "samples", "rounds"}
     assert "HyperbolicIndex(" in repr(index) and "n_points=50" in repr(index)
+
+
+def test_oracle_params_per_call(rng):
+    pytest.importorskip("hnswlib")
+    X = ball_points(rng, 2000, 8, min_conformal=1e-4)
+    Q = ball_points(rng, 30, 8, min_conformal=1e-4)
+    idx = hypann.HyperbolicIndex(algorithm="shells", oracle="hnswlib:M=4,ef=4", random_state=0).build(X)
+    lo = idx.search(Q, 10, oracle_params={"ef": 4})
+    hi = idx.search(Q, 10, oracle_params={"ef": 400})
+    exact = hypann.HyperbolicIndex(algorithm="brute").build(X).search(Q, 10)
+    assert hi.recall(exact.distances) >= lo.recall(exact.distances)
+    np.testing.assert_array_equal(idx.search(Q, 10).indices, lo.indices)  # the setting did not stick
+    with pytest.raises(ValueError, match=r"unknown option\(s\) \['nprobe'\] for oracle 'hnswlib'"):
+        idx.search(Q, 1, oracle_params={"nprobe": 2})
+    with pytest.raises(ValueError, match=r"does not use an oracle"):
+        hypann.HyperbolicIndex(algorithm="brute").build(X).search(Q, 1, oracle_params={"ef": 2})
+    with pytest.raises(TypeError, match=r"oracle_params must be a dict"):
+        idx.search(Q, 1, oracle_params=[("ef", 2)])

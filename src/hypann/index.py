@@ -101,7 +101,7 @@ class HyperbolicIndex:
             raise ValueError("this HyperbolicIndex is not built yet: call build(X) first")
 
     # -- searching --------------------------------------------------------
-    def search(self, Q, k=1, *, budget=None, **query_params) -> SearchResult:
+    def search(self, Q, k=1, *, budget=None, oracle_params=None, **query_params) -> SearchResult:
         """The ``k`` nearest indexed points of each query.
 
         Parameters
@@ -113,6 +113,9 @@ class HyperbolicIndex:
         budget : int, optional
             Sample budget: stop a query once it has examined this many points
             (the paper's "# Samples") and return the best found.
+        oracle_params : dict, optional
+            Per-call settings of the Euclidean oracle(s), e.g. ``{"ef": 128}``
+            for hnswlib or ``{"ef_search": 64}`` / ``{"nprobe": 16}`` for faiss.
         **query_params
             Per-call settings of the algorithm (e.g. ``ratio`` for
             ``binary_search``, ``L`` for ``vamana``).
@@ -127,6 +130,12 @@ class HyperbolicIndex:
         k = V.check_k(k, self.n_points_)
         budget = V.check_positive_int(budget, "budget", allow_none=True)
         V.reject_unknown(query_params, self.algorithm_.query_params, f"search with algorithm {self.algorithm!r}")
+        if oracle_params:
+            if not isinstance(oracle_params, dict):
+                raise TypeError(f"oracle_params must be a dict, got {type(oracle_params).__name__}")
+            if not self.algorithm_.uses_oracle:
+                raise ValueError(f"algorithm {self.algorithm!r} does not use an oracle, got oracle_params={oracle_params!r}")
+            query_params["oracle_params"] = oracle_params
         queries, q_conf = V.check_points(Q, name="Q", model=self.model, c=self.c, dim=self.dim_, allow_empty=True)
         m = queries.shape[0]
         if m == 0:

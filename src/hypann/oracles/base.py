@@ -14,6 +14,10 @@ Capabilities
 ``counts_evaluations``
     ``knn`` reports, per query, how many points it examined (the paper's
     "samples"); otherwise hypann counts the candidates it is handed.
+``query_params``
+    names of per-call settings ``_knn`` accepts (e.g. hnswlib's ``ef``),
+    passed as ``knn(queries, k, **params)`` and by
+    ``HyperbolicIndex.search(..., oracle_params={...})``.
 ``supports_budget``
     ``_knn`` accepts ``budget`` (per-query cap on examined points) and stops
     there, so a sample budget is a hard limit rather than checked between
@@ -25,6 +29,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+
+from hypann._validation import reject_unknown
 
 
 @dataclass(frozen=True)
@@ -46,6 +52,18 @@ class EuclideanNeighbors:
     evaluations: np.ndarray | None = None
 
 
+def rerank_float64(queries, points, ids):
+    """Exact float64 squared distances of candidate ``ids`` (m, c), re-sorted; -1 stays last.
+
+    For oracles that choose neighbours in lower precision (faiss, hnswlib).
+    """
+    valid = ids >= 0
+    diff = queries[:, None, :] - points[np.where(valid, ids, 0)]
+    sq = np.where(valid, np.einsum("mkd,mkd->mk", diff, diff), np.inf)
+    order = np.argsort(sq, axis=1, kind="stable")
+    return np.take_along_axis(sq, order, 1), np.take_along_axis(ids, order, 1)
+
+
 class EuclideanOracle:
     """Base class of Euclidean nearest-neighbour oracles.
 
@@ -59,6 +77,7 @@ class EuclideanOracle:
     exact = False
     counts_evaluations = False
     supports_budget = False
+    query_params: tuple = ()
 
     def build(self, points):
         """Index ``points`` (n, d); returns self."""
@@ -67,19 +86,22 @@ class EuclideanOracle:
         self._build(points)
         return self
 
-    def knn(self, queries, k, budget=None) -> EuclideanNeighbors:
+    def knn(self, queries, k, budget=None, **params) -> EuclideanNeighbors:
         """The ``k`` Euclidean nearest indexed points of each query row.
 
         ``budget`` (int or (m,) ints) caps the points examined per query for
-        oracles with ``supports_budget``; others ignore it.
+        oracles with ``supports_budget``; others ignore it. ``params`` are
+        per-call settings named in ``query_params``.
         """
+        if params:
+            reject_unknown(params, self.query_params, f"oracle {self.name!r}")
         queries = np.ascontiguousarray(queries, dtype=np.float64)
         k_eff = min(int(k), self.n_points_)
         if budget is not None and self.supports_budget:
             budget = np.ascontiguousarray(np.broadcast_to(np.asarray(budget, dtype=np.int64), (queries.shape[0],)))
-            res = self._knn(queries, k_eff, budget=budget)
+            res = self._knn(queries, k_eff, budget=budget, **params)
         else:
-            res = self._knn(queries, k_eff)
+            res = self._knn(queries, k_eff, **params)
         if k_eff < k:  # pad to the contract's shape
             m = queries.shape[0]
             pad_d = np.full((m, k - k_eff), np.inf)

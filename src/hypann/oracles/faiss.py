@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from hypann._validation import check_positive_int
-from hypann.oracles.base import EuclideanNeighbors, EuclideanOracle
+from hypann.oracles.base import EuclideanNeighbors, EuclideanOracle, rerank_float64
 from hypann.oracles.registry import parse_kwargs
 
 _QUERY_SETTINGS = {"nprobe": "nprobe", "efSearch": "ef_search", "ef_search": "ef_search"}
@@ -32,15 +32,6 @@ def _import_faiss():
             "the 'faiss' oracle needs the faiss library: pip install hypann[faiss] (faiss-cpu)"
         ) from None
     return faiss
-
-
-def _rerank_float64(queries, points, ids):
-    """Exact float64 squared distances of the returned ids, re-sorted; -1 stays last."""
-    valid = ids >= 0
-    diff = queries[:, None, :] - points[np.where(valid, ids, 0)]
-    sq = np.where(valid, np.einsum("mkd,mkd->mk", diff, diff), np.inf)
-    order = np.argsort(sq, axis=1, kind="stable")
-    return np.take_along_axis(sq, order, 1), np.take_along_axis(ids, order, 1)
 
 
 class FaissOracle(EuclideanOracle):
@@ -58,6 +49,8 @@ class FaissOracle(EuclideanOracle):
 
     name = "faiss"
     exact = False
+
+    query_params = ("nprobe", "ef_search")
 
     def __init__(self, *, factory: str = "HNSW32", nprobe: int | None = None, ef_search: int | None = None):
         _import_faiss()
@@ -96,24 +89,40 @@ class FaissOracle(EuclideanOracle):
         if not index.is_trained:
             index.train(x32)
         index.add(x32)
-        params = faiss.ParameterSpace()
+        space = faiss.ParameterSpace()
         for key, value in (("nprobe", self.nprobe), ("efSearch", self.ef_search)):
             if value is not None:
                 try:
-                    params.set_index_parameter(index, key, value)
+                    space.set_index_parameter(index, key, value)
                 except RuntimeError:
-                    raise ValueError(
-                        f"faiss setting {key}={value} does not apply to factory {self.factory!r}"
-                    ) from None
+                    raise ValueError(f"faiss setting {key}={value} does not apply to factory {self.factory!r}") from None
         self._index = index
         self._points = points
 
-    def _knn(self, queries, k):
+    def _knn(self, queries, k, nprobe=None, ef_search=None):
         if k == 0:
             return EuclideanNeighbors(np.empty((len(queries), 0)), np.empty((len(queries), 0), np.int64))
-        _, ids = self._index.search(np.ascontiguousarray(queries, dtype=np.float32), k)
-        sq, ids = _rerank_float64(queries, self._points, ids.astype(np.int64))
+        params = self._search_parameters(nprobe, ef_search)
+        x32 = np.ascontiguousarray(queries, dtype=np.float32)
+        _, ids = self._index.search(x32, k) if params is None else self._index.search(x32, k, params=params)
+        sq, ids = rerank_float64(queries, self._points, ids.astype(np.int64))
         return EuclideanNeighbors(sq, ids)
+
+    def _search_parameters(self, nprobe, ef_search):
+        """Per-call faiss ``SearchParameters`` (the index itself is not modified)."""
+        if nprobe is None and ef_search is None:
+            return None
+        faiss = _import_faiss()
+        index = faiss.downcast_index(self._index)
+        if nprobe is not None:
+            check_positive_int(nprobe, "nprobe")
+            if faiss.try_extract_index_ivf(index) is None:
+                raise ValueError(f"nprobe applies to IVF indexes, not to factory {self.factory!r}")
+            return faiss.SearchParametersIVF(nprobe=int(nprobe))
+        check_positive_int(ef_search, "ef_search")
+        if not isinstance(index, faiss.IndexHNSW):
+            raise ValueError(f"ef_search applies to HNSW indexes, not to factory {self.factory!r}")
+        return faiss.SearchParametersHNSW(efSearch=int(ef_search))
 
     @property
     def nbytes(self):

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from hypann._validation import check_positive_int
-from hypann.oracles.base import EuclideanNeighbors, EuclideanOracle
+from hypann.oracles.base import EuclideanNeighbors, EuclideanOracle, rerank_float64
 
 
 def _import_hnswlib():
@@ -22,15 +22,6 @@ def _import_hnswlib():
     except ImportError:
         raise ImportError("the 'hnswlib' oracle needs the hnswlib library: pip install hypann[hnswlib]") from None
     return hnswlib
-
-
-def _rerank_float64(queries, points, ids):
-    """Exact float64 squared distances of the returned ids, re-sorted; -1 stays last."""
-    valid = ids >= 0
-    diff = queries[:, None, :] - points[np.where(valid, ids, 0)]
-    sq = np.where(valid, np.einsum("mkd,mkd->mk", diff, diff), np.inf)
-    order = np.argsort(sq, axis=1, kind="stable")
-    return np.take_along_axis(sq, order, 1), np.take_along_axis(ids, order, 1)
 
 
 class HnswlibOracle(EuclideanOracle):
@@ -53,6 +44,8 @@ class HnswlibOracle(EuclideanOracle):
 
     name = "hnswlib"
     exact = False
+
+    query_params = ("ef",)
 
     def __init__(self, *, M: int = 16, ef_construction: int = 200, ef: int = 64, random_state: int = 100,
                  num_threads: int = 1):
@@ -82,13 +75,14 @@ class HnswlibOracle(EuclideanOracle):
         self._index = index
         self._points = points
 
-    def _knn(self, queries, k):
+    def _knn(self, queries, k, ef=None):
         if k == 0:
             return EuclideanNeighbors(np.empty((len(queries), 0)), np.empty((len(queries), 0), np.int64))
-        self._index.set_ef(max(self.ef, k))
+        ef = self.ef if ef is None else check_positive_int(ef, "ef")
+        self._index.set_ef(max(ef, k))
         labels, _ = self._index.knn_query(np.ascontiguousarray(queries, dtype=np.float32), k=k,
                                           num_threads=self.num_threads)
-        sq, ids = _rerank_float64(queries, self._points, labels.astype(np.int64))
+        sq, ids = rerank_float64(queries, self._points, labels.astype(np.int64))
         return EuclideanNeighbors(sq, ids)
 
     @property

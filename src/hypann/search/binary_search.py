@@ -60,7 +60,7 @@ class BinarySearchSearch(RecenteringSearch):
     def __init__(self, *, ratio: float = 1.1):
         self.ratio = ratio
 
-    def search(self, queries, q_conformal, k, *, budget=None, ratio=None):
+    def search(self, queries, q_conformal, k, *, budget=None, ratio=None, oracle_params=None):
         ratio = self.ratio if ratio is None else ratio
         m = queries.shape[0]
         stats = SearchStats.zeros(m)
@@ -68,7 +68,7 @@ class BinarySearchSearch(RecenteringSearch):
         best_d = np.full((m, k), np.inf)
         remaining = None if budget is None else np.full(m, budget, dtype=np.int64)
 
-        ids, cand_d, samples = self._ask(queries, k, queries, q_conformal, remaining)
+        ids, cand_d, samples = self._ask(queries, k, queries, q_conformal, remaining, oracle_params)
         _kernels.merge_topk(best_ids, best_d, ids, cand_d)
         stats.oracle_calls += 1
         stats.samples += samples
@@ -94,7 +94,7 @@ class BinarySearchSearch(RecenteringSearch):
             mid_delta = delta_from_dist(mid)
             centers, _ = euclidean_ball_from_delta(queries[act], mid_delta, cq=q_conformal[act])
             rem = None if remaining is None else budget - stats.samples[act]
-            ids, cand_d, samples = self._ask(np.ascontiguousarray(centers), k, queries[act], q_conformal[act], rem)
+            ids, cand_d, samples = self._ask(np.ascontiguousarray(centers), k, queries[act], q_conformal[act], rem, oracle_params)
             sub_ids = best_ids[act]
             sub_d = best_d[act]
             _kernels.merge_topk(sub_ids, sub_d, ids, cand_d)

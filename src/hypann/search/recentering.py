@@ -71,15 +71,15 @@ class RecenteringSearch(SearchAlgorithm):
     def nbytes(self):
         return int(self.oracle_.nbytes)
 
-    def _ask(self, centers, k, queries, q_conformal, remaining):
+    def _ask(self, centers, k, queries, q_conformal, remaining, oracle_params=None):
         """One oracle round: candidate ids and their deltas to the queries."""
         oracle = self.oracle_
-        if hasattr(oracle, "knn_tracking"):
+        if hasattr(oracle, "knn_tracking") and not oracle_params:
             e_sq, e_ids, h_ids, h_d, samples = oracle.knn_tracking(centers, k, queries, q_conformal, remaining)
             ids = np.hstack([e_ids, h_ids])
             cand_d = _kernels.delta_to_candidates(queries, q_conformal, self.points_, self.conformal_, ids)
             return ids, cand_d, np.asarray(samples, dtype=np.int64)
-        res = oracle.knn(centers, k, budget=remaining)
+        res = oracle.knn(centers, k, budget=remaining, **(oracle_params or {}))
         ids = res.indices
         cand_d = _kernels.delta_to_candidates(queries, q_conformal, self.points_, self.conformal_, ids)
         if res.evaluations is not None:
@@ -88,7 +88,7 @@ class RecenteringSearch(SearchAlgorithm):
             samples = np.sum(ids >= 0, axis=1).astype(np.int64)
         return ids, cand_d, samples
 
-    def search(self, queries, q_conformal, k, *, budget=None):
+    def search(self, queries, q_conformal, k, *, budget=None, oracle_params=None):
         m = queries.shape[0]
         stats = SearchStats.zeros(m)
         best_ids = np.full((m, k), -1, dtype=np.int64)
@@ -96,7 +96,7 @@ class RecenteringSearch(SearchAlgorithm):
         remaining = None if budget is None else np.full(m, budget, dtype=np.int64)
 
         # First call: Euclidean neighbours of q itself.
-        ids, cand_d, samples = self._ask(queries, k, queries, q_conformal, remaining)
+        ids, cand_d, samples = self._ask(queries, k, queries, q_conformal, remaining, oracle_params)
         _kernels.merge_topk(best_ids, best_d, ids, cand_d)
         stats.oracle_calls += 1
         stats.samples += samples
@@ -123,7 +123,7 @@ class RecenteringSearch(SearchAlgorithm):
             centers, _ = euclidean_ball_from_delta(queries[act], r_delta, cq=q_conformal[act])
             rem = None if remaining is None else budget - stats.samples[act]
             ids, cand_d, samples = self._ask(
-                np.ascontiguousarray(centers), k, queries[act], q_conformal[act], rem
+                np.ascontiguousarray(centers), k, queries[act], q_conformal[act], rem, oracle_params
             )
             sub_ids = best_ids[act]
             sub_d = best_d[act]

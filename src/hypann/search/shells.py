@@ -135,7 +135,7 @@ class SphericalShellSearch(SearchAlgorithm):
         return np.array([len(i) for i in self.shell_ids_])
 
     # ------------------------------------------------------------ one probe
-    def _probe(self, b, rows, queries, q_conformal, k, best_ids, best_d, stats, budget=None):
+    def _probe(self, b, rows, queries, q_conformal, k, best_ids, best_d, stats, budget=None, oracle_params=None):
         """Full probe of shell ``b`` for query rows ``rows``: merge its k Euclidean NN.
 
         With ``recenter``, then ask for the neighbours of the centre of the
@@ -148,7 +148,7 @@ class SphericalShellSearch(SearchAlgorithm):
         centers = queries[rows]
         for rnd in range(MAX_ROUNDS):
             remaining = None if budget is None else np.maximum(budget - stats.samples[rows], 1)
-            res = oracle.knn(centers, k, budget=remaining)
+            res = oracle.knn(centers, k, budget=remaining, **(oracle_params or {}))
             local = res.indices
             ids = np.where(local >= 0, self.shell_ids_[b - 1][np.maximum(local, 0)], -1)
             cand_d = _kernels.delta_to_candidates(queries[rows], q_conformal[rows], self.points_, self.conformal_, ids)
@@ -173,7 +173,7 @@ class SphericalShellSearch(SearchAlgorithm):
             centers = np.ascontiguousarray(centers)
 
     # ------------------------------------------------------- deterministic
-    def search(self, queries, q_conformal, k, *, budget=None):
+    def search(self, queries, q_conformal, k, *, budget=None, oracle_params=None):
         m = queries.shape[0]
         n = self.n_shells_
         stats = SearchStats.zeros(m, "shells_probed")
@@ -183,7 +183,7 @@ class SphericalShellSearch(SearchAlgorithm):
         home = shell_of(q_conformal, self.width)  # may exceed n: then no data there
         # a query beyond the last shell starts "above" the data and walks down
         lo, hi = np.minimum(home, n + 1), home.copy()
-        self._probe_grouped(home, np.arange(m), queries, q_conformal, k, best_ids, best_d, stats, budget)
+        self._probe_grouped(home, np.arange(m), queries, q_conformal, k, best_ids, best_d, stats, budget, oracle_params)
         stats.rounds += 1
         active = np.ones(m, dtype=bool)
         while True:
@@ -211,14 +211,14 @@ class SphericalShellSearch(SearchAlgorithm):
             chosen = np.where(pick_up, up, down)
             hi[act[pick_up]] = up[pick_up]
             lo[act[pick_down]] = down[pick_down]
-            self._probe_grouped(chosen[go], act[go], queries, q_conformal, k, best_ids, best_d, stats, budget)
+            self._probe_grouped(chosen[go], act[go], queries, q_conformal, k, best_ids, best_d, stats, budget, oracle_params)
             stats.rounds[act[go]] += 1
         return best_ids, best_d, stats
 
-    def _probe_grouped(self, shells, rows, queries, q_conformal, k, best_ids, best_d, stats, budget=None):
+    def _probe_grouped(self, shells, rows, queries, q_conformal, k, best_ids, best_d, stats, budget=None, oracle_params=None):
         for b in np.unique(shells):
             if 1 <= b <= self.n_shells_:
-                self._probe(int(b), rows[shells == b], queries, q_conformal, k, best_ids, best_d, stats, budget)
+                self._probe(int(b), rows[shells == b], queries, q_conformal, k, best_ids, best_d, stats, budget, oracle_params)
 
 
 class RandomizedShellSearch(SphericalShellSearch):
@@ -233,7 +233,7 @@ class RandomizedShellSearch(SphericalShellSearch):
     randomized = True
     query_params = ("random_state",)
 
-    def search(self, queries, q_conformal, k, *, budget=None, random_state=None):
+    def search(self, queries, q_conformal, k, *, budget=None, random_state=None, oracle_params=None):
         m = queries.shape[0]
         rng = self.rng_ if random_state is None else np.random.default_rng(random_state)
         stats = SearchStats.zeros(m, "shells_probed", "decision_calls", "full_probes")
@@ -265,6 +265,6 @@ class RandomizedShellSearch(SphericalShellSearch):
                 full[np.flatnonzero(sel)[cert >= 0]] = True
             rows_full = rows_all[full]
             stats.extra["full_probes"][rows_full] += 1
-            self._probe_grouped(shells_t[full], rows_full, queries, q_conformal, k, best_ids, best_d, stats, budget)
+            self._probe_grouped(shells_t[full], rows_full, queries, q_conformal, k, best_ids, best_d, stats, budget, oracle_params)
             stats.rounds[rows_all] += 1
         return best_ids, best_d, stats
