@@ -9,9 +9,8 @@ k = 10, all single-threaded and in the same run:
   ``hnswlib:M=16`` and ``kdtree`` (exact oracle), and the exact
   ``algorithm="recentering", oracle="kdtree"``. Each index is built once;
   query-time settings are swept: the sample ``budget`` of
-  :meth:`HyperbolicIndex.search`, and the HNSW ``ef`` of the shell oracles.
-  hypann has no query-time oracle setting yet, so the ``ef`` sweep sets it on
-  the built shell oracles (:func:`set_shell_oracle_ef`, see there).
+  :meth:`HyperbolicIndex.search`, and the HNSW ``ef`` of the shell oracles
+  (``oracle_params``).
 * **peers** (:mod:`peers`): usearch HNSW with a numba Poincare metric,
   pynndescent with a numba Poincare callable, hnswlib L2 + exact re-rank of
   ``C`` candidates, faiss ``IndexFlatIP`` on the Lorentz lift.
@@ -71,7 +70,7 @@ def hypann_configs(quick):
     """``(algorithm, oracle, build params, sweep)``; ``sweep`` is a list of query settings.
 
     A query setting is a dict of :meth:`HyperbolicIndex.search` keywords plus
-    the optional ``"oracle_ef"`` (see :func:`set_shell_oracle_ef`).
+    the optional ``"oracle_ef"`` (the shell oracles' per-call HNSW ``ef``).
     """
     none = [{}]
     budgets = [{"budget": b} for b in (100, 300)] + none
@@ -84,6 +83,7 @@ def hypann_configs(quick):
             ("shells", "faiss:HNSW32", {"width": 3}, none),
             ("shells", "kdtree", {"width": 3}, none),
             ("recentering", "kdtree", {}, none),
+            ("hkdtree", None, {}, none),
         ]
     return [
         ("shells", PAPER_LSH, {"width": 3}, none),
@@ -97,7 +97,11 @@ def hypann_configs(quick):
         ("shells", "faiss:HNSW32", {"width": 3}, efs),
         ("shells", "kdtree", {"width": 3}, none),
         ("shells", "kdtree", {"width": 2}, none),
+        ("shells", PAPER_LSH, {"width": 3, "recenter": True}, none),
+        ("shells", "hnswlib:M=16", {"width": 3, "recenter": True}, [{"oracle_ef": e} for e in (10, 32)]),
         ("recentering", "kdtree", {}, none),
+        ("vamana", None, {"R": 20, "L": 40}, [{"L": L} for L in (10, 40, 160)]),
+        ("hkdtree", None, {}, none),
     ]
 
 
@@ -119,28 +123,6 @@ def peer_settings(quick):
 # ---------------------------------------------------------------------------
 # hypann runs
 # ---------------------------------------------------------------------------
-def set_shell_oracle_ef(index, ef):
-    """Set the HNSW query setting ``ef`` of every built shell oracle of a shells index.
-
-    A benchmark-only workaround: hypann has no query-time oracle setting yet,
-    and rebuilding 100k points per ``ef`` costs minutes. hnswlib's oracle
-    reads its ``ef`` attribute at query time; faiss's needs ``efSearch`` set
-    on the faiss index it holds (a private attribute of the oracle).
-    """
-    for o in getattr(index.algorithm_, "oracles_", ()):
-        if o is None:
-            continue
-        if o.name == "hnswlib":
-            o.ef = int(ef)
-        elif o.name == "faiss":
-            import faiss
-
-            faiss.ParameterSpace().set_index_parameter(o._index, "efSearch", int(ef))
-            o.ef_search = int(ef)
-        else:
-            raise ValueError(f"oracle {o.name!r} has no ef setting")
-
-
 def oracle_time_share(index, queries, k, **search_kw):
     """Fraction of one search's wall time spent inside the shell oracles' ``knn``."""
     oracles = [o for o in getattr(index.algorithm_, "oracles_", ()) if o is not None]
@@ -174,7 +156,7 @@ def oracle_time_share(index, queries, k, **search_kw):
 
 def hypann_label(algorithm, oracle, params):
     extra = ",".join(f"{k}={v}" for k, v in params.items())
-    return f"hypann {algorithm}" + (f"({extra})" if extra else "") + f" + {oracle}"
+    return f"hypann {algorithm}" + (f"({extra})" if extra else "") + (f" + {oracle}" if oracle else "")
 
 
 def run_hypann(problem, algorithm, oracle, params, sweep, *, repeats, progress):
@@ -186,7 +168,8 @@ def run_hypann(problem, algorithm, oracle, params, sweep, *, repeats, progress):
     for setting in sweep:
         search_kw = {key: v for key, v in setting.items() if key != "oracle_ef"}
         if "oracle_ef" in setting:
-            set_shell_oracle_ef(index, setting["oracle_ef"])
+            name = "ef_search" if oracle.startswith("faiss") else "ef"
+            search_kw["oracle_params"] = {name: int(setting["oracle_ef"])}
         query_s, res = median_time(lambda kw=search_kw: index.search(problem.queries, problem.k, **kw),
                                    repeats=repeats)
         _, dist = peers.exact_neighbours(problem, res.indices)
