@@ -65,23 +65,32 @@ def delta_row(q, cq, x, cx):
 
 
 @nb.njit(cache=True, inline="always")
-def heap_push_max(keys, ids, key, ident):
-    """Insert into a fixed-size list kept sorted ascending (k small).
+def insert_sorted(keys, ids, key, ident):
+    """Insert ``(key, ident)`` into a fixed-size list sorted ascending, dropping the last.
 
-    ``keys[-1]`` is the current worst; the caller checks ``key < keys[-1]``.
-    Duplicate ids are ignored. Returns True when the list changed.
+    The caller has checked ``key < keys[-1]``. The one top-k primitive of the
+    package (brute force, kd-tree, graph and LSH kernels all use it).
     """
-    k = keys.shape[0]
-    for t in range(k):
-        if ids[t] == ident:
-            return False
-    pos = k - 1
+    pos = keys.shape[0] - 1
     while pos > 0 and keys[pos - 1] > key:
         keys[pos] = keys[pos - 1]
         ids[pos] = ids[pos - 1]
         pos -= 1
     keys[pos] = key
     ids[pos] = ident
+
+
+@nb.njit(cache=True, inline="always")
+def heap_push_max(keys, ids, key, ident):
+    """Insert into a fixed-size list kept sorted ascending (k small).
+
+    ``keys[-1]`` is the current worst; the caller checks ``key < keys[-1]``.
+    Duplicate ids are ignored. Returns True when the list changed.
+    """
+    for t in range(keys.shape[0]):
+        if ids[t] == ident:
+            return False
+    insert_sorted(keys, ids, key, ident)
     return True
 
 
@@ -104,13 +113,7 @@ def brute_knn_delta(Q, cq, X, cx, k):
         for j in range(n):
             d = delta_row(q, cqi, X[j], cx[j])
             if d < kd[k - 1]:
-                pos = k - 1
-                while pos > 0 and kd[pos - 1] > d:
-                    kd[pos] = kd[pos - 1]
-                    ki[pos] = ki[pos - 1]
-                    pos -= 1
-                kd[pos] = d
-                ki[pos] = j
+                insert_sorted(kd, ki, d, j)
     return ids, ds
 
 

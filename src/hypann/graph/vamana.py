@@ -63,7 +63,7 @@ import numba as nb
 import numpy as np
 
 from hypann._validation import check_positive_int, check_real
-from hypann.geometry._kernels import delta_row
+from hypann.geometry._kernels import delta_row, insert_sorted
 
 __all__ = ["VamanaIndex", "GraphSearchResult"]
 
@@ -297,18 +297,6 @@ def _build_graph(points, conf, nbrs, degree, medoid, L, R, alphas, orders):
     return nbrs, degree
 
 
-@nb.njit(cache=True, inline="always")
-def _offer(keys, ids, key, ident):
-    """Insert into the sorted top-k (caller checked ``key < keys[-1]``; ids are new)."""
-    pos = keys.shape[0] - 1
-    while pos > 0 and keys[pos - 1] > key:
-        keys[pos] = keys[pos - 1]
-        ids[pos] = ids[pos - 1]
-        pos -= 1
-    keys[pos] = key
-    ids[pos] = ident
-
-
 @nb.njit(cache=True, parallel=True)
 def _search(points, conf, nbrs, medoid, queries, q_conf, k, L, budget, seed, n_chunks):
     """Greedy search with restarts under a budget (see module docstring)."""
@@ -353,7 +341,7 @@ def _search(points, conf, nbrs, medoid, queries, q_conf, k, L, budget, seed, n_c
                     cnt += 1
                     n_eval += 1
                     if memo[start] < bd[k - 1]:
-                        _offer(bd, bi, memo[start], start)
+                        insert_sorted(bd, bi, memo[start], start)
                 lst_d[0] = memo[start]
                 lst_i[0] = start
                 size = 1
@@ -376,7 +364,7 @@ def _search(points, conf, nbrs, medoid, queries, q_conf, k, L, budget, seed, n_c
                             cnt += 1
                             n_eval += 1
                             if memo[u] < bd[k - 1]:
-                                _offer(bd, bi, memo[u], u)
+                                insert_sorted(bd, bi, memo[u], u)
                         in_round[u] = rtag
                         du = memo[u]
                         if size < L or du < lst_d[size - 1]:

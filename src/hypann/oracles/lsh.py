@@ -96,7 +96,7 @@ import numba as nb
 import numpy as np
 
 from hypann._validation import check_positive_int, check_real
-from hypann.geometry._kernels import sq_dist_row
+from hypann.geometry._kernels import insert_sorted, sq_dist_row
 from hypann.oracles.base import EuclideanNeighbors, EuclideanOracle
 
 __all__ = ["LSHOracle", "MAX_GRANULARITY"]
@@ -226,13 +226,7 @@ def _collect(Q, X, pkeys, ptab, hoff, hbits, hkeys, hbucket, bstart, bids, k, ma
                 cnt += 1
                 d = sq_dist_row(q, X[j])
                 if d < kd[k - 1]:
-                    pos = k - 1
-                    while pos > 0 and kd[pos - 1] > d:
-                        kd[pos] = kd[pos - 1]
-                        ki[pos] = ki[pos - 1]
-                        pos -= 1
-                    kd[pos] = d
-                    ki[pos] = j
+                    insert_sorted(kd, ki, d, j)
                 if cnt >= max_cand[qi] or kd[0] <= stop_sq[qi]:
                     done = True
                     break

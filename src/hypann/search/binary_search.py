@@ -31,8 +31,6 @@ import numpy as np
 
 from hypann.geometry import _kernels
 from hypann.geometry.poincare import delta_from_dist, dist_from_delta, euclidean_ball_from_delta
-from hypann.result import SearchStats
-from hypann.search.base import SearchAlgorithm
 from hypann.search.recentering import MAX_ROUNDS, RecenteringSearch
 
 
@@ -62,17 +60,7 @@ class BinarySearchSearch(RecenteringSearch):
 
     def search(self, queries, q_conformal, k, *, budget=None, ratio=None, oracle_params=None):
         ratio = self.ratio if ratio is None else ratio
-        m = queries.shape[0]
-        stats = SearchStats.zeros(m)
-        best_ids = np.full((m, k), -1, dtype=np.int64)
-        best_d = np.full((m, k), np.inf)
-        remaining = None if budget is None else np.full(m, budget, dtype=np.int64)
-
-        ids, cand_d, samples = self._ask(queries, k, queries, q_conformal, remaining, oracle_params)
-        _kernels.merge_topk(best_ids, best_d, ids, cand_d)
-        stats.oracle_calls += 1
-        stats.samples += samples
-        stats.rounds += 1
+        best_ids, best_d, stats, ids = self._first_round(queries, q_conformal, k, budget, oracle_params)
 
         # rho: Euclidean distance of the k-th Euclidean neighbour of q.
         diff = queries - self.points_[np.maximum(ids[:, k - 1], 0)]
@@ -93,7 +81,7 @@ class BinarySearchSearch(RecenteringSearch):
             mid = np.sqrt(upper[act] * lower[act])
             mid_delta = delta_from_dist(mid)
             centers, _ = euclidean_ball_from_delta(queries[act], mid_delta, cq=q_conformal[act])
-            rem = None if remaining is None else budget - stats.samples[act]
+            rem = None if budget is None else budget - stats.samples[act]
             ids, cand_d, samples = self._ask(np.ascontiguousarray(centers), k, queries[act], q_conformal[act], rem, oracle_params)
             sub_ids = best_ids[act]
             sub_d = best_d[act]

@@ -63,7 +63,7 @@ import numpy as np
 
 from hypann._validation import check_positive_int
 from hypann.geometry import _kernels
-from hypann.geometry._kernels import delta_row, sq_dist_row
+from hypann.geometry._kernels import delta_row, insert_sorted, sq_dist_row
 from hypann.oracles.base import EuclideanNeighbors, EuclideanOracle
 
 __all__ = ["HyperbolicKDTree", "HyperbolicKDTreeOracle", "TrackingResult", "KNNResult"]
@@ -235,18 +235,6 @@ def _box_sq_mindist(c, lo, hi):
     return s
 
 
-@nb.njit(cache=True, inline="always")
-def _insert_sorted(keys, ids, key, ident):
-    """Insert into a list sorted ascending of fixed size; caller checked ``key < keys[-1]``."""
-    pos = keys.shape[0] - 1
-    while pos > 0 and keys[pos - 1] > key:
-        keys[pos] = keys[pos - 1]
-        ids[pos] = ids[pos - 1]
-        pos -= 1
-    keys[pos] = key
-    ids[pos] = ident
-
-
 @nb.njit(cache=True, parallel=True)
 def _knn_tracking(
     pts, conf, perm, lo, hi, left, right, start, end, stack_size, centers, k, queries, q_conf, budget, track
@@ -290,11 +278,11 @@ def _knn_tracking(
                     x = pts[t]
                     e = sq_dist_row(c, x)
                     if e < ed[k - 1]:
-                        _insert_sorted(ed, ei, e, perm[t])
+                        insert_sorted(ed, ei, e, perm[t])
                     if track:
                         h = delta_row(q, cq, x, conf[t])
                         if h < hd[k - 1]:
-                            _insert_sorted(hd, hi_, h, perm[t])
+                            insert_sorted(hd, hi_, h, perm[t])
                 continue
             b = right[node]
             ba = _box_sq_mindist(c, lo[a], hi[a])
@@ -348,7 +336,7 @@ def _search_exact(pts, conf, perm, lo, hi, left, right, start, end, max_conf, st
                     cnt += 1
                     h = delta_row(q, cq, pts[t], conf[t])
                     if h < hd[k - 1]:
-                        _insert_sorted(hd, hid, h, perm[t])
+                        insert_sorted(hd, hid, h, perm[t])
                 continue
             b = right[node]
             ba = _box_sq_mindist(q, lo[a], hi[a]) / (cq * max_conf[a])

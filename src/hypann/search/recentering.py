@@ -88,19 +88,23 @@ class RecenteringSearch(SearchAlgorithm):
             samples = np.sum(ids >= 0, axis=1).astype(np.int64)
         return ids, cand_d, samples
 
-    def search(self, queries, q_conformal, k, *, budget=None, oracle_params=None):
+    def _first_round(self, queries, q_conformal, k, budget, oracle_params):
+        """The oracle's neighbours of q itself: the starting top-k, stats and first candidates."""
         m = queries.shape[0]
         stats = SearchStats.zeros(m)
         best_ids = np.full((m, k), -1, dtype=np.int64)
         best_d = np.full((m, k), np.inf)
         remaining = None if budget is None else np.full(m, budget, dtype=np.int64)
-
-        # First call: Euclidean neighbours of q itself.
         ids, cand_d, samples = self._ask(queries, k, queries, q_conformal, remaining, oracle_params)
         _kernels.merge_topk(best_ids, best_d, ids, cand_d)
         stats.oracle_calls += 1
         stats.samples += samples
         stats.rounds += 1
+        return best_ids, best_d, stats, ids
+
+    def search(self, queries, q_conformal, k, *, budget=None, oracle_params=None):
+        m = queries.shape[0]
+        best_ids, best_d, stats, _ = self._first_round(queries, q_conformal, k, budget, oracle_params)
         # phase 1 recentres on the best, phase 2 on the k-th best
         phase = np.full(m, 1 if (self.two_phase and k > 1) else 2, dtype=np.int8)
         active = np.ones(m, dtype=bool)
@@ -121,7 +125,7 @@ class RecenteringSearch(SearchAlgorithm):
                 break
             r_delta = best_d[act, np.where(phase[act] == 1, 0, k - 1)]
             centers, _ = euclidean_ball_from_delta(queries[act], r_delta, cq=q_conformal[act])
-            rem = None if remaining is None else budget - stats.samples[act]
+            rem = None if budget is None else budget - stats.samples[act]
             ids, cand_d, samples = self._ask(
                 np.ascontiguousarray(centers), k, queries[act], q_conformal[act], rem, oracle_params
             )

@@ -54,7 +54,6 @@ from hypann.geometry.bands import (
     ball_meets_shell,
     covered_radius,
     hyperbolic_norm_from_conformal,
-    n_shells_for,
     shell_of,
     shell_radii,
 )
