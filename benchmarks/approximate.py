@@ -352,7 +352,8 @@ def main(argv=None):
     table = markdown_table(shown, columns).replace("recall_at_k", f"recall_at_{K}")
     print("\n" + header + table)
     os.makedirs(args.out, exist_ok=True)
-    name = "approximate" if not args.quick else "approximate_quick"
+    name = "approximate" if (args.data, args.dim) == ("tree", 100) else f"approximate_{args.data}{args.dim}d"
+    name += "_quick" if args.quick else ""
     payload = {
         "params": {"n": n, "dim": args.dim, "queries": nq, "k": K, "data": args.data, "seed": args.seed,
                    "repeats": args.repeats, "brute_queries": nb, "threads": 1, "quick": args.quick,
