@@ -198,7 +198,7 @@ def run_dataset(key, *, quick=False, seed=0, progress=print):
                     ("hkdtree, hyperbolic pruning (exact)", HyperbolicIndex(algorithm="hkdtree").build(base), {})]
     else:
         configs += [("Recentering + cKDTree (exact)", HyperbolicIndex(algorithm="recentering", oracle="kdtree").build(base), {}),
-                    ("Spherical-Shell + exact kd-tree", HyperbolicIndex(algorithm="shells", oracle="kdtree", width=3.0).build(base), {}),
+                    ("Spherical-Shell + cKDTree oracle (sqrt(w)-approx.)", HyperbolicIndex(algorithm="shells", oracle="kdtree", width=3.0).build(base), {}),
                     ("Spherical-Shell + hnswlib", HyperbolicIndex(algorithm="shells", oracle="hnswlib:M=16,ef=64", width=3.0, random_state=seed).build(base), {})]
     for L in (10, 40, 160) if quick else (10, 20, 40, 80, 160):
         configs.append((f"Vamana L={L}", vamana, {"L": L}))
@@ -293,12 +293,37 @@ def plot(results, path):
     plt.close(fig)
 
 
+def _merge_previous(results, path):
+    """Keep data sets of an earlier run (same quick/seed) that this run did not redo."""
+    try:
+        with open(path) as fh:
+            old = json.load(fh)
+    except (OSError, ValueError):
+        return results
+    if old.get("quick") != results["quick"] or old.get("seed") != results["seed"]:
+        return results
+    done = {d["key"] for d in results["datasets"]}
+    merged = [d for d in old.get("datasets", []) if d["key"] not in done] + results["datasets"]
+    results["datasets"] = sorted(merged, key=lambda d: list(CONFIGS).index(d["key"]))
+    return results
+
+
 def main(*, quick=False, output_dir="results", docs_path=None, datasets=("10d", "100d"), seed=0, progress=print):
-    """Run everything; returns 0. Writes JSON, markdown and a plot to ``output_dir``."""
-    t0 = time.perf_counter()
-    results = {"quick": quick, "seed": seed, "datasets": [run_dataset(k, quick=quick, seed=seed, progress=progress) for k in datasets]}
-    elapsed = time.perf_counter() - t0
+    """Run the given data sets; returns 0. Writes JSON, markdown and a plot to ``output_dir``.
+
+    Data sets of an earlier run in the same ``output_dir`` (same ``quick`` and
+    ``seed``) that are not rerun are kept, so the two can be run separately.
+    """
+    datasets_out = []
+    for k in datasets:
+        t0 = time.perf_counter()
+        res = run_dataset(k, quick=quick, seed=seed, progress=progress)
+        res["elapsed_s"] = time.perf_counter() - t0
+        datasets_out.append(res)
     os.makedirs(output_dir, exist_ok=True)
+    results = _merge_previous({"quick": quick, "seed": seed, "datasets": datasets_out},
+                              os.path.join(output_dir, "reproduction.json"))
+    elapsed = sum(d.get("elapsed_s", 0.0) for d in results["datasets"])
     command = "hypann reproduce" + (" --quick" if quick else "")
     md = render_markdown(results, command=command, elapsed=elapsed)
     for path, text in ((os.path.join(output_dir, "reproduction.md"), md), (docs_path, md)):
