@@ -13,6 +13,7 @@ import tempfile
 
 import numpy as np
 
+from hypann.datasets.wordnet import SHIPPED_EPOCHS
 from hypann.oracles.registry import parse_value
 
 
@@ -140,8 +141,17 @@ def cmd_datasets(args):
     if args.action == "train-wordnet":
         from hypann.datasets.wordnet import train_wordnet_nouns
 
-        train_wordnet_nouns(args.output, epochs=args.epochs, seed=args.seed)
-        print(f"wrote {args.output}")
+        import logging
+
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stderr)
+        meta = train_wordnet_nouns(
+            args.output, dim=args.dim, epochs=args.epochs, lr=args.lr, negatives=args.negatives,
+            burn_in=args.burn_in, seed=args.seed, max_seconds=args.max_seconds,
+            checkpoint=args.checkpoint, evaluate=not args.no_evaluate,
+        )
+        summary = {k: meta[k] for k in ("epochs", "wall_time_s", "final_loss", "mean_rank_directed", "map_directed")
+                   if k in meta}
+        print(f"wrote {args.output}: {json.dumps(summary)}")
         return 0
     raise SystemExit(f"hypann: error: unknown datasets action {args.action!r}")
 
@@ -192,8 +202,16 @@ def build_parser():
     ds = sub.add_parser("datasets", help="list data sets or train the WordNet embedding")
     ds.add_argument("action", choices=["list", "train-wordnet"])
     ds.add_argument("-o", "--output", default="wordnet_nouns_poincare10d.npz")
-    ds.add_argument("--epochs", type=int, default=None)
+    ds.add_argument("--dim", type=int, default=10)
+    ds.add_argument("--epochs", type=int, default=SHIPPED_EPOCHS,
+                    help=f"total epochs including burn-in (default {SHIPPED_EPOCHS}: reproduces the shipped file, ~70 min on 2 cores)")
+    ds.add_argument("--lr", type=float, default=0.3)
+    ds.add_argument("--negatives", type=int, default=10)
+    ds.add_argument("--burn-in", type=int, default=10)
     ds.add_argument("--seed", type=int, default=0)
+    ds.add_argument("--max-seconds", type=float, default=None, help="stop after the epoch that ends past this time")
+    ds.add_argument("--checkpoint", default=None, help="save every 10 epochs here and resume from it if it exists")
+    ds.add_argument("--no-evaluate", action="store_true", help="skip the reconstruction mean rank / MAP (minutes)")
     ds.set_defaults(func=cmd_datasets)
 
     r = sub.add_parser("reproduce", help="reproduce the paper's tables (docs/reproduction.md)")

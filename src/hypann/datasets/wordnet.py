@@ -76,6 +76,8 @@ NOUN_EMBEDDING_FILES = {10: "wordnet_nouns_poincare10d.npz"}
 
 #: Version of the shipped data files' layout (bump when the fields change).
 FORMAT_VERSION = 1
+# epochs of the shipped 10-D embedding (``train_wordnet_nouns`` default reproduces it)
+SHIPPED_EPOCHS = 1627
 
 # Lexicographer file names of WordNet 3.0 (lexnames(5WN)). Debian's
 # wordnet-base does not ship the ``lexnames`` file that NLTK's reader opens, so
@@ -643,7 +645,7 @@ def train_wordnet_nouns(
     output,
     *,
     dim: int = 10,
-    epochs: int = 600,
+    epochs: int = SHIPPED_EPOCHS,
     lr: float = 0.3,
     negatives: int = 10,
     burn_in: int = 10,
