@@ -1,7 +1,7 @@
 """Reproduce the paper's Tables 1-10 (``hypann reproduce``) and write docs/reproduction.md.
 
     python benchmarks/reproduce.py            # full run, < 30 minutes on 2 cores
-    python benchmarks/reproduce.py --quick    # 6,000-point subsets, < 3 minutes
+    python benchmarks/reproduce.py --quick    # 4,000-point subsets, < 3 minutes
 """
 
 from __future__ import annotations
