@@ -69,6 +69,19 @@ def test_recentering_is_exact(data, k, oracle):
     np.testing.assert_allclose(P.dist(Q[:, None, :], X[res.indices]), res.distances, rtol=1e-9, atol=1e-12)
 
 
+@given(data=datasets(), k=st.sampled_from([1, 5, 10]), leaf=st.sampled_from([1, 16]))
+def test_hkdtree_algorithm_is_exact(data, k, leaf):
+    X, Q = data
+    k = min(k, len(X))
+    index = hypann.HyperbolicIndex(algorithm="hkdtree", leaf_size=leaf).build(X)
+    res = index.search(Q, k)
+    np.testing.assert_allclose(res.distances, true_knn_dist(X, Q, k), rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(P.dist(Q[:, None, :], X[res.indices]), res.distances, rtol=1e-9, atol=1e-12)
+    capped = index.search(Q, k, budget=k)
+    assert np.all(capped.stats.samples <= k)
+    assert np.all(capped.distances >= res.distances * (1 - 1e-12))
+
+
 @given(data=datasets(), k=st.sampled_from([1, 5]))
 def test_recentering_single_phase_is_exact(data, k):
     X, Q = data

@@ -69,6 +69,17 @@ def test_search_exact_matches_brute_force(seed, n, d, k, leaf, dup):
     assert np.all(samples <= n) and np.all(samples >= min(k, n))
 
 
+def test_search_exact_many_nodes_grows_the_heap():
+    # leaf_size=1 on 5,000 points: ~10,000 nodes, far more than the heap's initial 256 slots.
+    X, cx = _data(5, 5000, 3)
+    Q, cq = _queries(5, X, 30)
+    ids, deltas, samples = HyperbolicKDTree(leaf_size=1).build(X, cx).search_exact(Q, cq, 50)
+    _, ref_d = brute_knn_delta(Q, cq, X, cx, 50)
+    np.testing.assert_array_equal(deltas, ref_d)
+    np.testing.assert_array_equal(delta_to_candidates(Q, cq, X, cx, ids), deltas)
+    assert np.all(samples < 5000)
+
+
 def test_search_exact_near_boundary_and_duplicates():
     # Clusters of near-identical points at 1-|x|^2 ~ 1e-12, plus exact duplicates.
     rng = np.random.default_rng(7)

@@ -178,8 +178,17 @@ def run_dataset(key, *, quick=False, seed=0, progress=print):
         progress(f"[{key}] comparison on {qname} done")
     out["comparison"] = comp
 
-    # Table 10: running-time ratio ours / Vamana, 5-NN, on the large query set.
+    # Diagnostics: how far the nearest neighbours are, and what ours needs without a budget.
     Q = points[large]
+    _, true_large = truth(large)
+    free = ours.search(Q, 1).stats.samples
+    out["diagnostics"] = {
+        "nn_distance_quantiles": {str(p): float(np.quantile(true_large[:, 0], p)) for p in (0.1, 0.5, 0.9)},
+        "ours_unbudgeted_samples": {str(p): float(np.quantile(free, p)) for p in (0.1, 0.5, 0.9)},
+        "ours_within_budget": {str(B): float(np.mean(free <= B)) for B in BUDGETS},
+    }
+
+    # Table 10: running-time ratio ours / Vamana, 5-NN, on the large query set.
     t10 = {}
     for B in BUDGETS:
         ours.search(Q[:10], 5, budget=B)
@@ -195,9 +204,10 @@ def run_dataset(key, *, quick=False, seed=0, progress=print):
     configs = [(cfg["ours_label"] + " (no budget)", ours, {})]
     if key == "10d":
         configs += [("Recentering + cKDTree (exact)", HyperbolicIndex(algorithm="recentering", oracle="kdtree").build(base), {}),
-                    ("hkdtree, hyperbolic pruning (exact)", HyperbolicIndex(algorithm="hkdtree").build(base), {})]
+                    ("hkdtree, hyperbolic pruning (exact)", best, {})]
     else:
         configs += [("Recentering + cKDTree (exact)", HyperbolicIndex(algorithm="recentering", oracle="kdtree").build(base), {}),
+                    ("hkdtree, hyperbolic pruning (exact)", best, {}),
                     ("Spherical-Shell + cKDTree oracle (sqrt(w)-approx.)", HyperbolicIndex(algorithm="shells", oracle="kdtree", width=3.0).build(base), {}),
                     ("Spherical-Shell + hnswlib", HyperbolicIndex(algorithm="shells", oracle="hnswlib:M=16,ef=64", width=3.0, random_state=seed).build(base), {})]
     for L in (10, 40, 160) if quick else (10, 20, 40, 80, 160):
@@ -212,6 +222,54 @@ def run_dataset(key, *, quick=False, seed=0, progress=print):
     return out
 
 
+READING_NOTES = """\
+## How to read this, and why the numbers differ from the paper
+
+*Ours* is the paper's configuration, run as the paper describes: Recentering over the kd-tree
+that tracks the hyperbolic best (10-D), and Spherical-Shell + LSH (100-D). *hkdtree* is hypann's
+own exact kd-tree with hyperbolic pruning, visiting leaves best-first, under the same hard budget
+(beyond the paper). The budget counts every distinct point whose distance is computed, over all
+oracle calls and shells, and stops the search at exactly that many. For Vamana, points evaluated
+in an earlier restart are not counted again, the generous reading of the paper's protocol. The
+trial rows have 50 / 49 / 38 queries, as in the paper, so a recall there has a standard error of
+about 0.05-0.07. The 1,000-query rows are the stable figures.
+
+Where we differ from the paper by more than that noise, the reasons are these.
+
+* **A different 10-D embedding.** The paper does not publish its embedding. Ours is trained by
+  hypann (`docs/data.md`): reconstruction MAP 0.803 against the paper's 0.811, but mean rank 14.1
+  against 4.74, and 79.5 % of the nouns sit at the norm cap `|x| = 1 - 1e-5`. A held-out noun's
+  nearest neighbour is therefore far away (the distance quantiles are printed above the 10-D
+  tables). The Euclidean neighbours of a point on the cap sphere are then poor guides. The tracking
+  kd-tree needs thousands of samples for an exact answer, and a budget of 1,000 cuts most searches
+  short. This is why *ours* is well below the paper's 0.84-0.90 at 10-D. The same pile makes the
+  Vamana graph unnavigable for about 11 % of the queries: recall@10 stays at 0.893 for every `L`
+  from 10 to 160 with the paper's `R = 10`, and reaches 0.958 only with `R = 32, L = 64`. Its
+  random restarts find the easy queries quickly, which is why Vamana scores higher here than in the
+  paper. Table 1 also points to a harder data set: the paper reports 2.3 oracle calls, we measure
+  3.0.
+* **A different 100-D set.** We embed all 82,115 nouns (a BFS spanning tree, the cone variant of
+  the combinatorial construction, mean relative distortion 0.110). The paper used 63,000 points and
+  does not say which ones or which variant. Samples per query are heavy-tailed for Shell + LSH: the
+  median query needs a few hundred, but a quarter need more than 1,000. Those queries lose recall
+  under the budget: *ours* gets 0.80-0.82 at budget 1,000 against the paper's 0.90-0.92. Vamana is
+  far better than in the paper (0.71-0.79 against 0.32-0.39). With our data and our Vamana
+  implementation it beats the paper's method at budget 500 for 1-NN in some trials.
+* **Running times (Table 10).** The paper does not describe its implementations. Here both methods
+  are compiled with numba, parallel over queries, and timed in the same run, so the ratio compares
+  the algorithms, not two languages. At 100-D and small budgets the shell search has a fixed cost
+  per query: it locates up to 25 shells and probes 5 x 31 buckets in each. That is why it is slower
+  than Vamana there, where the paper reports it 50-500x faster.
+* **"Avg Max"** is read as the largest per-query average ratio over the queries. It is the only
+  reading under which the paper's 1-NN tables make sense.
+
+**The issue's goal.** The goal was 1-NN recall of at least 0.95 at budget 1,000 on both data sets,
+and better than Vamana at every budget. The paper's configurations do not reach it on our data.
+hypann's *hkdtree* does, on both data sets, for K = 1 and 5, in every trial, and at every budget
+(see the hkdtree column).
+"""
+
+
 # ----------------------------------------------------------------------------- report
 def _git_sha():
     try:
@@ -224,12 +282,22 @@ def render_markdown(results, *, command, elapsed):
     lines = ["# Reproduction of Wu & Charikar, section 6", ""]
     lines += [f"Produced by `{command}` in {elapsed / 60:.1f} minutes on {platform.machine()} "
               f"({os.cpu_count()} cores, Python {platform.python_version()}), hypann git {_git_sha()}.", ""]
+    if not results.get("quick"):
+        lines += [READING_NOTES]
     for res in results["datasets"]:
         key = res["key"]
         cfg = CONFIGS[key]
         lines += [f"## {res['title']}", "",
                   f"{res['n_base']:,} base points. Ours: `{res['ours']}`; Vamana `{res['vamana']}`. "
                   f"Build: ours {res['build_s']['ours']:.1f} s, Vamana {res['build_s']['vamana']:.1f} s.", ""]
+        if "diagnostics" in res:
+            dg = res["diagnostics"]
+            nn, fs = dg["nn_distance_quantiles"], dg["ours_unbudgeted_samples"]
+            within = ", ".join(f"{float(v):.0%} within {b}" for b, v in dg["ours_within_budget"].items())
+            lines += [f"Nearest-neighbour distance of the {res['n_large']:,} queries (10 / 50 / 90 %): "
+                      f"{nn['0.1']:.2f} / {nn['0.5']:.2f} / {nn['0.9']:.2f}. Samples {cfg['ours_label']} examines "
+                      f"for 1-NN without a budget (10 / 50 / 90 %): {fs['0.1']:.0f} / {fs['0.5']:.0f} / {fs['0.9']:.0f} "
+                      f"({within}).", ""]
         if "table1" in res:
             lines += ["### Table 1: oracle calls of Recentering (1-NN, exact)", "",
                       "| trial | oracle | mean | sd | min | max | paper mean / sd / min / max |", "|---|---|---|---|---|---|---|"]
@@ -244,7 +312,7 @@ def render_markdown(results, *, command, elapsed):
                 pub = paper.COMPARISON.get((key, trial, K)) if trial else None
                 lines += [f"### {cfg['ours_label']} vs Vamana, {K}-NN, {qname}", "",
                           "Each cell: recall / avg ratio / max ratio. *hkdtree* is hypann's exact hyperbolic kd-tree "
-                          "under the same hard sample budget (beyond the paper).", "",
+                          "(best-first, hyperbolic pruning) under the same hard sample budget (beyond the paper).", "",
                           f"| samples | {cfg['ours_label']} | Vamana | hkdtree |"
                           + (" paper: ours | paper: Vamana |" if pub else ""),
                           "|---|---|---|---|" + ("---|---|" if pub else "")]

@@ -302,10 +302,57 @@ def _knn_tracking(
     return e_sq, e_id, h_d, h_id, samples
 
 
+@nb.njit(cache=True, inline="always")
+def _heap_push(hb, hn, size, bound, node):
+    """Push ``(bound, node)`` on the binary min-heap ``hb``/``hn`` of ``size`` entries."""
+    pos = size
+    while pos > 0:
+        parent = (pos - 1) >> 1
+        if hb[parent] <= bound:
+            break
+        hb[pos] = hb[parent]
+        hn[pos] = hn[parent]
+        pos = parent
+    hb[pos] = bound
+    hn[pos] = node
+    return size + 1
+
+
+@nb.njit(cache=True, inline="always")
+def _heap_pop(hb, hn, size):
+    """Remove the root of the min-heap; returns the new size (the root is read before)."""
+    size -= 1
+    bound = hb[size]
+    node = hn[size]
+    pos = 0
+    while True:
+        child = 2 * pos + 1
+        if child >= size:
+            break
+        if child + 1 < size and hb[child + 1] < hb[child]:
+            child += 1
+        if hb[child] >= bound:
+            break
+        hb[pos] = hb[child]
+        hn[pos] = hn[child]
+        pos = child
+    hb[pos] = bound
+    hn[pos] = node
+    return size
+
+
 @nb.njit(cache=True, parallel=True)
-def _search_exact(pts, conf, perm, lo, hi, left, right, start, end, max_conf, stack_size, queries, q_conf, k, budget):
-    """Exact ``delta`` k-NN with the hyperbolic box bound (see module docstring)."""
+def _search_exact(pts, conf, perm, lo, hi, left, right, start, end, max_conf, queries, q_conf, k, budget):
+    """Exact ``delta`` k-NN with the hyperbolic box bound, best-first (see module docstring).
+
+    Open nodes sit in a min-heap keyed by their lower bound (the priority
+    search of Arya & Mount), so leaves are examined in increasing order of
+    their bound and the search ends when the smallest open bound reaches the
+    k-th best ``delta``. Under a sample budget the most promising leaves are
+    examined first.
+    """
     m = queries.shape[0]
+    n_nodes = left.shape[0]
     out_d = np.full((m, k), np.inf)
     out_i = np.full((m, k), -1, dtype=np.int64)
     samples = np.zeros(m, dtype=np.int64)
@@ -315,18 +362,18 @@ def _search_exact(pts, conf, perm, lo, hi, left, right, start, end, max_conf, st
         limit = budget[i]
         hd = out_d[i]
         hid = out_i[i]
-        st_node = np.empty(stack_size, dtype=np.int64)
-        st_bound = np.empty(stack_size)
-        st_node[0] = 0
-        st_bound[0] = _box_sq_mindist(q, lo[0], hi[0]) / (cq * max_conf[0])
-        sp = 1
+        cap = min(n_nodes, 256)
+        hb = np.empty(cap)
+        hn = np.empty(cap, dtype=np.int64)
+        size = _heap_push(hb, hn, 0, _box_sq_mindist(q, lo[0], hi[0]) / (cq * max_conf[0]), 0)
         cnt = 0
         stop = limit <= 0
-        while sp > 0 and not stop:
-            sp -= 1
-            node = st_node[sp]
-            if st_bound[sp] >= hd[k - 1]:
-                continue
+        while size > 0 and not stop:
+            bound = hb[0]
+            node = hn[0]
+            if bound >= hd[k - 1]:
+                break  # every open node has a bound at least this large
+            size = _heap_pop(hb, hn, size)
             a = left[node]
             if a < 0:
                 for t in range(start[node], end[node]):
@@ -341,19 +388,21 @@ def _search_exact(pts, conf, perm, lo, hi, left, right, start, end, max_conf, st
             b = right[node]
             ba = _box_sq_mindist(q, lo[a], hi[a]) / (cq * max_conf[a])
             bb = _box_sq_mindist(q, lo[b], hi[b]) / (cq * max_conf[b])
-            if ba > bb:
-                a, b = b, a
-                ba, bb = bb, ba
-            if bb < hd[k - 1]:
-                st_node[sp] = b
-                st_bound[sp] = bb
-                sp += 1
+            if size + 2 > cap:  # grow; the heap never exceeds the number of nodes
+                cap = min(2 * cap, n_nodes)
+                hb2 = np.empty(cap)
+                hn2 = np.empty(cap, dtype=np.int64)
+                hb2[:size] = hb[:size]
+                hn2[:size] = hn[:size]
+                hb = hb2
+                hn = hn2
             if ba < hd[k - 1]:
-                st_node[sp] = a
-                st_bound[sp] = ba
-                sp += 1
+                size = _heap_push(hb, hn, size, ba, a)
+            if bb < hd[k - 1]:
+                size = _heap_push(hb, hn, size, bb, b)
         samples[i] = cnt
     return out_i, out_d, samples
+
 
 
 # --------------------------------------------------------------------------- tree
@@ -539,8 +588,9 @@ class HyperbolicKDTree:
 
             \\frac{\\operatorname{mindist}(q, B)^2}{(1-\\|q\\|^2)\\,\\max_{x \\in B}(1-\\|x\\|^2)}
 
-        is ``>=`` the current k-th smallest ``delta``; children are visited
-        nearest-first by that bound.
+        is ``>=`` the current k-th smallest ``delta``; nodes are visited
+        best-first, in increasing order of that bound, so that under a
+        ``budget`` the samples go to the most promising leaves.
 
         Parameters
         ----------
@@ -567,8 +617,7 @@ class HyperbolicKDTree:
             raise ValueError(f"q_conformal must have shape ({m},), got {q_conformal.shape}")
         ids, deltas, samples = _search_exact(
             self.points_, self.conformal_, self.indices_, self.lo_, self.hi_, self.left_, self.right_,
-            self.start_, self.end_, self.max_conformal_, self.depth_ + 2, queries, q_conformal, k,
-            _budget_array(budget, m),
+            self.start_, self.end_, self.max_conformal_, queries, q_conformal, k, _budget_array(budget, m),
         )
         return KNNResult(ids, deltas, samples)
 
