@@ -273,7 +273,8 @@ hypann's *hkdtree* does, on both data sets, for K = 1 and 5, in every trial, and
 # ----------------------------------------------------------------------------- report
 def _git_sha():
     try:
-        return subprocess.check_output(["git", "rev-parse", "--short", "HEAD"], text=True, stderr=subprocess.DEVNULL).strip()
+        return subprocess.check_output(["git", "rev-parse", "--short", "HEAD"], text=True, stderr=subprocess.DEVNULL,
+                                       cwd=os.path.dirname(os.path.abspath(__file__))).strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
 
