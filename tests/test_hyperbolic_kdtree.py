@@ -230,6 +230,11 @@ def test_oracle_protocol_and_tracking():
     assert oracle.nbytes > X.nbytes
     # padding to k > n follows the oracle contract
     assert oracle.knn(Q, 900).indices.shape == (20, 900)
+    # a budget caps the points examined, per query
+    assert oracle.supports_budget
+    capped = oracle.knn(Q, 6, budget=np.arange(20) + 1)
+    assert np.all(capped.evaluations <= np.arange(20) + 1)
+    assert np.all(capped.sq_dist >= res.sq_dist)
 
 
 def test_oracle_build_with_conformal_keeps_given_factors():

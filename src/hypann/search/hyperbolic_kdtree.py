@@ -647,6 +647,7 @@ class HyperbolicKDTreeOracle(EuclideanOracle):
     name = "hkdtree"
     exact = True
     counts_evaluations = True
+    supports_budget = True
 
     def __init__(self, *, leaf_size: int = 16):
         self.leaf_size = leaf_size
@@ -661,8 +662,8 @@ class HyperbolicKDTreeOracle(EuclideanOracle):
         self.tree_ = HyperbolicKDTree(leaf_size=self.leaf_size).build(points, conformal)
         return self
 
-    def _knn(self, queries, k):
-        sq, ids, samples = self.tree_.knn(queries, k)
+    def _knn(self, queries, k, budget=None):
+        sq, ids, samples = self.tree_.knn(queries, k, budget)
         return EuclideanNeighbors(sq, ids, samples)
 
     def knn_tracking(self, centers, k, queries, q_conformal, budget=None) -> TrackingResult:
