@@ -24,6 +24,11 @@ def test_hand_computed_directed():
     assert out["mean_rank"] == pytest.approx(2.5, abs=1e-15)
     assert out["map"] == pytest.approx(0.5, abs=1e-15)
     assert (out["n_nodes"], out["n_pairs"]) == (1, 2)
+    per = reconstruction_metrics(LINE, LINE_PAIRS, symmetric=False, per_node=True)
+    np.testing.assert_array_equal(per["nodes"], [0])
+    np.testing.assert_array_equal(per["degree"], [2])
+    np.testing.assert_allclose(per["rank_sum"], [5.0])
+    np.testing.assert_allclose(per["average_precision"], [0.5])
 
 
 def test_hand_computed_symmetric():

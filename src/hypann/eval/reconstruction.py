@@ -126,7 +126,7 @@ def _neighbour_lists(n, pairs, symmetric):
     return indptr, np.ascontiguousarray(both[:, 1], dtype=np.int64)
 
 
-def reconstruction_metrics(points, closure_edges, *, symmetric=True, nodes=None, n_chunks=None):
+def reconstruction_metrics(points, closure_edges, *, symmetric=True, nodes=None, n_chunks=None, per_node=False):
     """Mean rank and mean average precision of a Poincare embedding of a relation.
 
     Parameters
@@ -143,6 +143,10 @@ def reconstruction_metrics(points, closure_edges, *, symmetric=True, nodes=None,
         Evaluate only these nodes ``u`` (e.g. a random sample); all by default.
     n_chunks : int, optional
         Work units for the parallel loop (default: ``4 * numba threads``).
+    per_node : bool, default False
+        Also return the evaluated ``nodes`` and, per node, its neighbour count
+        ``degree``, its ``rank_sum`` (sum of the ranks of its neighbours) and
+        its ``average_precision``: where the mean rank comes from.
 
     Returns
     -------
@@ -189,9 +193,12 @@ def reconstruction_metrics(points, closure_edges, *, symmetric=True, nodes=None,
         n_chunks = 4 * nb.get_num_threads()
     n_chunks = int(max(1, min(n_chunks, nodes.size)))
     rank_sum, ap = _reconstruction_kernel(X, cx, indptr, nbrs, nodes, n_chunks)
-    return {
+    out = {
         "mean_rank": float(rank_sum.sum() / degree.sum()),
         "map": float(ap.mean()),
         "n_nodes": int(nodes.size),
         "n_pairs": int(degree.sum()),
     }
+    if per_node:
+        out.update(nodes=nodes, degree=degree, rank_sum=rank_sum, average_precision=ap)
+    return out
