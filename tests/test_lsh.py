@@ -99,6 +99,12 @@ def test_auto_granularity_rule(width):
         g = base.for_shell(i, width).granularity
         assert g == pytest.approx(min(width**i, 10000.0), rel=1e-12)
     assert base.for_shell(40, width).granularity == MAX_GRANULARITY
+    lifted = LSHOracle(granularity="auto", tables=2, bits=3, max_granularity=1e12)
+    for i in range(1, 40):
+        assert lifted.for_shell(i, width).granularity == pytest.approx(min(width**i, 1e12), rel=1e-12)
+    assert make_oracle(lifted.spec()).get_params() == lifted.get_params()
+    with pytest.raises(ValueError, match="max_granularity"):
+        LSHOracle(granularity="auto", max_granularity=0.0).for_shell(3, width)
     fixed = LSHOracle(granularity=12.5, tables=2, bits=3).for_shell(9, width)
     assert fixed.granularity == 12.5
     assert fixed.get_params() == LSHOracle(granularity=12.5, tables=2, bits=3).get_params()
