@@ -7,13 +7,16 @@ import os
 import platform
 import subprocess
 import sys
-import time
 
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
+
+from hypann.eval.timing import median_time  # noqa: E402  (re-exported for the scripts)
+
+__all__ = ["ROOT", "git_sha", "machine", "markdown_table", "median_time", "write_json"]
 
 
 def git_sha() -> str:
@@ -32,19 +35,6 @@ def machine() -> dict:
     }
 
 
-def median_time(fn, *, repeats=3, warmup=1):
-    """Run ``fn`` ``warmup`` times untimed, then ``repeats`` times; return (median seconds, last result)."""
-    out = None
-    for _ in range(warmup):
-        out = fn()
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        out = fn()
-        times.append(time.perf_counter() - t0)
-    return float(np.median(times)), out
-
-
 def write_json(name, payload, *, out_dir=None):
     out_dir = out_dir or os.path.join(ROOT, "results")
     os.makedirs(out_dir, exist_ok=True)
@@ -61,7 +51,7 @@ def markdown_table(rows, columns) -> str:
     def fmt(v):
         if isinstance(v, (float, np.floating)):
             return f"{v:.4g}"
-        return str(v)
+        return "" if v is None else str(v)
 
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     for r in rows:
@@ -69,7 +59,3 @@ def markdown_table(rows, columns) -> str:
     return "\n".join(lines)
 
 
-def recall_by_distance(found_d, true_d, k):
-    """Mean recall@k counted by distance threshold (ties near the boundary do not matter)."""
-    thresh = true_d[:, k - 1 : k] * (1 + 1e-9) + 1e-300
-    return float(np.mean(np.sum(found_d[:, :k] <= thresh, axis=1) / k))

@@ -19,11 +19,12 @@ os.environ.setdefault("NUMBA_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
 
-from _common import markdown_table, median_time, recall_by_distance, write_json  # noqa: E402
+from _common import markdown_table, median_time, write_json  # noqa: E402
 
 import hypann  # noqa: E402
 from hypann.datasets.synthetic import hierarchical_tree  # noqa: E402
 from hypann.demo import holdout_split  # noqa: E402
+from hypann.eval.metrics import recall  # noqa: E402
 from hypann.eval.numpy_brute import numpy_brute_knn  # noqa: E402
 
 METHODS = [
@@ -59,7 +60,7 @@ def run(dim, n, n_queries, k, repeats, brute_queries):
         calls1 = res1.stats.summary()["oracle_calls"]
         rows.append({
             "data": f"tree {dim}-D", "method": label, "k": k,
-            "recall": recall_by_distance(res.distances[:nb], true_d, k),
+            "recall": recall(res.distances[:nb], true_d, k),
             "max_ratio": float(np.max(res.distances[:nb] / np.where(true_d > 0, true_d, 1))),
             "queries_per_s": qps, "speedup": qps / brute_qps, "build_s": build_s,
             "calls_mean": calls["mean"], "calls_sd": calls["sd"], "calls_min": calls["min"], "calls_max": calls["max"],

@@ -35,13 +35,16 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMB
 import argparse  # noqa: E402
 import json  # noqa: E402
 import platform  # noqa: E402
-import subprocess  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
+from _common import git_sha, markdown_table, median_time  # noqa: E402
 
+from hypann.datasets.synthetic import hierarchical_tree  # noqa: E402
+from hypann.eval.metrics import recall  # noqa: E402
 from hypann.geometry import _kernels  # noqa: E402
+from hypann.geometry.bands import shell_of  # noqa: E402
 from hypann.oracles.lsh import LSHOracle  # noqa: E402
 from hypann.oracles.registry import make_oracle  # noqa: E402
 
@@ -51,33 +54,12 @@ K = 10
 
 def load_data(n, dim, n_queries, seed):
     """``n`` data points and ``n_queries`` held-out queries from one hierarchical tree."""
-    try:
-        from hypann.datasets.synthetic import hierarchical_tree
-
-        X = hierarchical_tree(n + n_queries, dim, seed=seed)
-        source = "hypann.datasets.synthetic.hierarchical_tree"
-    except ImportError:  # the generator is written by another helper; fall back
-        X = _fallback_tree(n + n_queries, dim, seed)
-        source = "benchmarks/oracles.py:_fallback_tree"
+    X = hierarchical_tree(n + n_queries, dim, seed=seed)
+    source = "hypann.datasets.synthetic.hierarchical_tree"
     perm = np.random.default_rng(seed + 1).permutation(len(X))
     Q = np.ascontiguousarray(X[perm[:n_queries]])
     D = np.ascontiguousarray(X[np.sort(perm[n_queries:])])
     return D, Q, source
-
-
-def _fallback_tree(n, dim, seed):
-    """Random tree, children at hyperbolic distance ~2 from the parent, pushed outward."""
-    rng = np.random.default_rng(seed)
-    parents = np.concatenate([[-1], rng.integers(0, np.arange(1, n) // 3 + 1)])
-    X = np.zeros((n, dim))
-    for i in range(1, n):
-        p = X[parents[i]]
-        u = rng.normal(size=dim) + 3.0 * p / max(np.linalg.norm(p), 1e-12)
-        u /= np.linalg.norm(u)
-        y = np.tanh(1.0) * u  # hyperbolic step of length 2 by Mobius addition
-        xy, xx, yy = p @ y, p @ p, y @ y
-        X[i] = ((1 + 2 * xy + yy) * p + (1 - xx) * y) / (1 + 2 * xy + xx * yy)
-    return X
 
 
 def exact_euclidean_knn(Q, D, k):
@@ -86,32 +68,18 @@ def exact_euclidean_knn(Q, D, k):
     return ids, sq
 
 
-def recall_at_k(found_sq, true_sq, k=K, rows=slice(None)):
-    thr = true_sq[rows, k - 1] * (1.0 + 1e-9)
-    return float(np.mean((found_sq[rows, :k] <= thr[:, None]).sum(1) / k))
-
-
-def timed(fn, repeats):
-    times, out = [], None
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        out = fn()
-        times.append(time.perf_counter() - t0)
-    return float(np.median(times)), out
-
-
 def run_oracle(spec, D, Q, true_sq, repeats, deep):
     oracle = make_oracle(spec)
     t0 = time.perf_counter()
     oracle.build(D)
     build_s = time.perf_counter() - t0
     oracle.knn(Q[: min(10, len(Q))], K)  # warm-up (numba compile, lazy init)
-    query_s, res = timed(lambda: oracle.knn(Q, K), repeats)
+    query_s, res = median_time(lambda: oracle.knn(Q, K), repeats=repeats, warmup=0)
     row = {
         "oracle": oracle.spec(),
         "exact": bool(oracle.exact),
-        "recall@10": recall_at_k(res.sq_dist, true_sq),
-        "recall@10_deepest10%": recall_at_k(res.sq_dist, true_sq, rows=deep),
+        "recall@10": recall(res.sq_dist, true_sq, K),
+        "recall@10_deepest10%": recall(res.sq_dist[deep], true_sq[deep], K),
         "qps": len(Q) / query_s,
         "query_s": query_s,
         "build_s": build_s,
@@ -125,9 +93,8 @@ def shell_table(D, Q, repeats, *, width=3.0, min_points=1000, min_queries=10):
     """Recall of LSH inside each shell for several granularities (see module docstring)."""
     cd = _kernels.conformal_factor(D)
     cq = _kernels.conformal_factor(Q)
-    # shell i holds w^(i-1) <= 1/(1-|x|^2) <= w^i
-    sd = np.maximum(1, np.ceil(-np.log(cd) / np.log(width))).astype(int)
-    sq = np.maximum(1, np.ceil(-np.log(cq) / np.log(width))).astype(int)
+    sd = shell_of(cd, width)
+    sq = shell_of(cq, width)
     rows = []
     for i in np.unique(sd):
         pts = np.flatnonzero(sd == i)
@@ -148,7 +115,7 @@ def shell_table(D, Q, repeats, *, width=3.0, min_points=1000, min_queries=10):
         for label, g in choices.items():
             o = LSHOracle(**{**base.get_params(), "granularity": float(g)}).build(Ds)
             o.knn(Qs[:2], K)
-            qt, res = timed(lambda o=o: o.knn(Qs, K), repeats)
+            qt, res = median_time(lambda o=o: o.knn(Qs, K), repeats=repeats, warmup=0)
             rows.append(
                 {
                     "shell": int(i),
@@ -160,8 +127,8 @@ def shell_table(D, Q, repeats, *, width=3.0, min_points=1000, min_queries=10):
                     "bucket_over_projected_nn10": float((2.0 / g) / (np.median(nn10) / np.sqrt(D.shape[1]))),
                     "granularity_rule": label,
                     "granularity": float(g),
-                    "recall@1": recall_at_k(res.sq_dist, true_sq, 1),
-                    "recall@10": recall_at_k(res.sq_dist, true_sq),
+                    "recall@1": recall(res.sq_dist, true_sq, 1),
+                    "recall@10": recall(res.sq_dist, true_sq, K),
                     "mean_evaluations": float(np.mean(res.evaluations)),
                     "qps": len(Qs) / qt,
                 }
@@ -192,25 +159,6 @@ def oracle_specs(quick):
     return specs + lsh + faiss + hnsw
 
 
-def markdown(rows, columns):
-    head = "| " + " | ".join(columns) + " |\n|" + "---|" * len(columns) + "\n"
-
-    def fmt(v):
-        if isinstance(v, float):
-            return f"{v:.4g}"
-        return "" if v is None else str(v)
-
-    return head + "".join("| " + " | ".join(fmt(r[c]) for c in columns) + " |\n" for r in rows)
-
-
-def git_sha():
-    try:
-        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True,
-                              check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return None
-
-
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=100_000)
@@ -230,7 +178,7 @@ def main(argv=None):
         pass
     D, Q, source = load_data(args.n, args.dim, args.queries, args.seed)
     exact_euclidean_knn(Q[:2], D[:100], K)  # compile
-    truth_s, (true_ids, true_sq) = timed(lambda: exact_euclidean_knn(Q, D, K), 1)
+    truth_s, (true_ids, true_sq) = median_time(lambda: exact_euclidean_knn(Q, D, K), repeats=1, warmup=0)
 
     # the 10% of queries nearest the boundary (smallest 1-|q|^2), where float32 oracles struggle
     deep = np.argsort(_kernels.conformal_factor(Q))[: max(1, len(Q) // 10)]
@@ -249,17 +197,17 @@ def main(argv=None):
         r["speedup_vs_brute"] = r["qps"] / brute_qps
     shells = shell_table(D, Q, args.repeats)
 
-    table1 = markdown(rows, ["oracle", "exact", "recall@10", "recall@10_deepest10%", "qps", "speedup_vs_brute",
+    table1 = markdown_table(rows, ["oracle", "exact", "recall@10", "recall@10_deepest10%", "qps", "speedup_vs_brute",
                              "build_s",
                              "nbytes", "mean_evaluations"])
-    table2 = markdown(shells, ["shell", "points", "queries", "median_nn1_dist", "median_nn10_dist", "granularity_rule",
+    table2 = markdown_table(shells, ["shell", "points", "queries", "median_nn1_dist", "median_nn10_dist", "granularity_rule",
                                "granularity", "bucket_over_projected_nn10", "recall@1", "recall@10",
                                "mean_evaluations", "qps"])
     header = (f"Euclidean 10-NN, {len(D)} points x {args.dim}-D ({source}, seed {args.seed}), "
               f"{len(Q)} held-out queries, single thread, median of {args.repeats} runs. "
               f"Exact float64 explicit-difference brute force (ground truth): {len(Q) / truth_s:.1f} q/s.\n\n")
     title2 = "LSH inside shells (w = 3; T=5, m=15, probe=1; within-shell Euclidean 10-NN)"
-    text = header + table1 + f"\n{title2}:\n\n" + table2
+    text = header + table1 + f"\n\n{title2}:\n\n" + table2 + "\n"
     print("\n" + text)
 
     args.out.parent.mkdir(parents=True, exist_ok=True)

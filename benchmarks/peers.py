@@ -42,7 +42,7 @@ Every peer is single-threaded (``threads=1``, ``n_jobs=1``,
 whole batch after one untimed warm-up. Quality is measured on *exact float64
 distances recomputed for the returned ids* (never the peer's own float32
 distances): recall@k by distance threshold against the float64 ground truth
-(:func:`_common.recall_by_distance`) and the pointwise approximation ratios
+(:func:`hypann.eval.metrics.recall`) and the pointwise approximation ratios
 ``d(q, n_j) / d(q, n*_j)`` of :func:`hypann.eval.metrics.approximation_ratios`.
 """
 
@@ -53,8 +53,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from _common import median_time, recall_by_distance
-from hypann.eval.metrics import approximation_ratios
+from _common import median_time
+from hypann.eval.metrics import approximation_ratios, recall
 from hypann.geometry import _kernels
 from hypann.geometry.poincare import dist_from_delta
 
@@ -159,8 +159,8 @@ def score(problem: Problem, found_distances) -> dict:
         per_query_max = np.where(ok, ratios, -np.inf).max(axis=1)
     has_any = ok.any(axis=1)
     return {
-        "recall_at_1": recall_by_distance(found, problem.true_distances, 1),
-        "recall_at_k": recall_by_distance(found, problem.true_distances, k),
+        "recall_at_1": recall(found, problem.true_distances, 1),
+        "recall_at_k": recall(found, problem.true_distances, k),
         "mean_ratio": float(ratios[ok].mean()) if ok.any() else float("nan"),
         "mean_max_ratio": float(per_query_max[has_any].mean()) if has_any.any() else float("nan"),
         "max_ratio": float(ratios[ok].max()) if ok.any() else float("nan"),

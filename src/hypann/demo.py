@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from hypann.eval.metrics import recall
 from hypann.eval.numpy_brute import numpy_brute_knn
 from hypann.index import HyperbolicIndex
 
@@ -61,11 +62,6 @@ def time_search(index, queries, k, **kw):
     return res, time.perf_counter() - t0
 
 
-def _recall(distances, true_d, k):
-    thresh = true_d[:, k - 1 : k] * (1 + 1e-9)
-    return float(np.mean(np.sum(distances[:, :k] <= thresh, axis=1) / k))
-
-
 def run_table(name, base, queries, *, k=10, configs=EXACT_CONFIGS, true_d=None, brute_queries=None, progress=None):
     """Each config vs blocked numpy brute force on the same queries.
 
@@ -92,7 +88,7 @@ def run_table(name, base, queries, *, k=10, configs=EXACT_CONFIGS, true_d=None, 
         res, secs = time_search(index, queries, k)
         qps = len(queries) / secs
         rows.append(
-            DemoRow(name, label, _recall(res.distances[:checked], true_d[:checked], k),
+            DemoRow(name, label, recall(res.distances[:checked], true_d[:checked], k),
                     float(res.stats.oracle_calls.mean()), float(res.stats.samples.mean()), build_s, qps, qps / brute_qps)
         )
     rows.append(DemoRow(name, "numpy brute force (float64)", 1.0, 0.0, float(len(base)), 0.0, brute_qps, 1.0))

@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from hypann.eval.metrics import recall
+
 
 @dataclass
 class SearchStats:
@@ -90,10 +92,7 @@ class SearchResult:
         distance times ``1 + rtol``, so equidistant points (frequent near the
         boundary) do not matter.
         """
-        true_distances = np.asarray(true_distances, dtype=np.float64)
-        k = self.k
-        thresh = true_distances[:, k - 1 : k] * (1.0 + rtol) + 1e-300
-        return float(np.mean(np.sum(self.distances <= thresh, axis=1) / k))
+        return recall(self.distances, true_distances, self.k, epsilon=rtol)
 
     def __repr__(self):
         return f"SearchResult(n_queries={len(self)}, k={self.k}, mean_oracle_calls={self.stats.oracle_calls.mean():.3g})"

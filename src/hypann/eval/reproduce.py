@@ -39,6 +39,8 @@ import time
 import numpy as np
 
 from hypann.eval import paper_tables as paper
+from hypann.eval.metrics import approximation_ratios, recall
+from hypann.eval.timing import median_time
 from hypann.geometry import _kernels
 from hypann.geometry.poincare import dist_from_delta
 from hypann.index import HyperbolicIndex
@@ -110,23 +112,9 @@ def split_queries(n, sizes, seed):
 # ----------------------------------------------------------------------------- metrics
 def quality(found_d, true_d, k):
     """Recall, mean of per-query average ratio, and its max over queries."""
-    found = found_d[:, :k]
-    true = true_d[:, :k]
-    thresh = true[:, k - 1 : k] * (1 + 1e-9) + 1e-300
-    recall = np.sum(found <= thresh, axis=1) / k
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ratios = np.where(true > 0, found / np.where(true > 0, true, 1.0), np.where(found == 0, 1.0, np.inf))
-    per_query = ratios.mean(axis=1)
-    return {"recall": float(recall.mean()), "avg_ratio": float(per_query.mean()), "max_ratio": float(per_query.max())}
-
-
-def _time(fn, repeats):
-    times, out = [], None
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        out = fn()
-        times.append(time.perf_counter() - t0)
-    return float(np.median(times)), out
+    per_query = approximation_ratios(found_d, true_d, k).ratios.mean(axis=1)
+    return {"recall": recall(found_d, true_d, k), "avg_ratio": float(per_query.mean()),
+            "max_ratio": float(per_query.max())}
 
 
 # ----------------------------------------------------------------------------- one data set
@@ -154,9 +142,10 @@ def run_dataset(key, *, quick=False, seed=0, progress=print):
     cx = ours.conformal_
 
     def truth(qids):
+        """Exact distances to the ``kmax`` nearest base points, ascending."""
         q = points[qids]
-        ids, d = _kernels.brute_knn_delta(q, _kernels.conformal_factor(q), base, cx, kmax)
-        return ids, dist_from_delta(d)
+        _, d = _kernels.brute_knn_delta(q, _kernels.conformal_factor(q), base, cx, kmax)
+        return dist_from_delta(d)
 
     out = {"key": key, "title": cfg["title"], "n_base": int(len(base)), "dim": int(points.shape[1]),
            "build_s": {"ours": ours_build, "vamana": vamana_build}, "ours": cfg["ours"], "vamana": cfg["vamana"],
@@ -177,9 +166,11 @@ def run_dataset(key, *, quick=False, seed=0, progress=print):
     # Tables 2-9 (paper-size trials) and the large run.
     sizes = paper.TRIAL_QUERIES[key]
     query_sets = {"trial 1": t1[: sizes[0]], "trial 2": t2[: sizes[1]], f"{n_large} queries": large}
+    truths = {qname: truth(qids) for qname, qids in query_sets.items()}
+    true_large = truths[f"{n_large} queries"]
     comp = {}
     for qname, qids in query_sets.items():
-        _, true_d = truth(qids)
+        true_d = truths[qname]
         Q = points[qids]
         for K in KS:
             for B in BUDGETS:
@@ -193,7 +184,6 @@ def run_dataset(key, *, quick=False, seed=0, progress=print):
 
     # Diagnostics: how far the nearest neighbours are, and what ours needs without a budget.
     Q = points[large]
-    _, true_large = truth(large)
     free = ours.search(Q, 1).stats.samples
     out["diagnostics"] = {
         "nn_distance_quantiles": {str(p): float(np.quantile(true_large[:, 0], p)) for p in (0.1, 0.5, 0.9)},
@@ -206,13 +196,12 @@ def run_dataset(key, *, quick=False, seed=0, progress=print):
     for B in BUDGETS:
         ours.search(Q[:10], 5, budget=B)
         vamana.search(Q[:10], 5, budget=B)
-        to, _ = _time(lambda: ours.search(Q, 5, budget=B), repeats)
-        tv, _ = _time(lambda: vamana.search(Q, 5, budget=B), repeats)
+        to, _ = median_time(lambda: ours.search(Q, 5, budget=B), repeats=repeats, warmup=0)
+        tv, _ = median_time(lambda: vamana.search(Q, 5, budget=B), repeats=repeats, warmup=0)
         t10[B] = {"ours_s": to, "vamana_s": tv, "ratio": to / tv}
     out["table10"] = t10
 
     # Beyond the paper: no budget, recall@10 vs queries/s.
-    _, true10 = truth(large)
     beyond = []
     configs = [(cfg["ours_label"] + " (no budget)", ours, {})]
     if key == "10d":
@@ -232,8 +221,8 @@ def run_dataset(key, *, quick=False, seed=0, progress=print):
             configs.append((f"Vamana R={STRONG_VAMANA['R']}, build L={STRONG_VAMANA['L']}, search L={L}", strong, {"L": L}))
     for label, index, kw in configs:
         index.search(Q[:10], 10, **kw)
-        secs, res = _time(lambda: index.search(Q, 10, **kw), repeats)
-        beyond.append({"method": label, "recall_at_10": quality(res.distances, true10, 10)["recall"],
+        secs, res = median_time(lambda: index.search(Q, 10, **kw), repeats=repeats, warmup=0)
+        beyond.append({"method": label, "recall_at_10": quality(res.distances, true_large, 10)["recall"],
                        "queries_per_s": len(Q) / secs})
     out["beyond"] = beyond
     progress(f"[{key}] done")
