@@ -155,6 +155,28 @@ def _random_graph(n, R, uniforms):
     return nbrs, degree
 
 
+@nb.njit(cache=True, inline="always")
+def _list_offer(lst_d, lst_i, lst_e, size, L, d, u):
+    """Offer ``u`` at ``delta`` ``d`` to the sorted search list of at most ``L`` entries.
+
+    The list holds ``size`` entries ascending by ``lst_d``, with ``lst_e``
+    marking the expanded ones. Returns the new size and the position where
+    ``u`` was inserted (unexpanded), or -1 when it did not make the list.
+    """
+    if size == L and d >= lst_d[size - 1]:
+        return size, -1
+    pos = size if size < L else L - 1
+    while pos > 0 and lst_d[pos - 1] > d:
+        lst_d[pos] = lst_d[pos - 1]
+        lst_i[pos] = lst_i[pos - 1]
+        lst_e[pos] = lst_e[pos - 1]
+        pos -= 1
+    lst_d[pos] = d
+    lst_i[pos] = u
+    lst_e[pos] = False
+    return (size + 1 if size < L else size), pos
+
+
 @nb.njit(cache=True)
 def _greedy(points, conf, nbrs, degree, q, cq, start, L, seen, tag, lst_d, lst_i, lst_e, visited):
     """Greedy search for ``q`` (build time): fills the sorted list; returns the
@@ -185,20 +207,9 @@ def _greedy(points, conf, nbrs, degree, q, cq, start, L, seen, tag, lst_d, lst_i
                 continue
             seen[u] = tag
             du = delta_row(q, cq, points[u], conf[u])
-            if size < L or du < lst_d[size - 1]:
-                pos = size if size < L else L - 1
-                while pos > 0 and lst_d[pos - 1] > du:
-                    lst_d[pos] = lst_d[pos - 1]
-                    lst_i[pos] = lst_i[pos - 1]
-                    lst_e[pos] = lst_e[pos - 1]
-                    pos -= 1
-                lst_d[pos] = du
-                lst_i[pos] = u
-                lst_e[pos] = False
-                if size < L:
-                    size += 1
-                if pos < low:
-                    low = pos
+            size, pos = _list_offer(lst_d, lst_i, lst_e, size, L, du, u)
+            if 0 <= pos < low:
+                low = pos
         cur = low if low <= cur else cur + 1
         while cur < size and lst_e[cur]:
             cur += 1
@@ -366,21 +377,9 @@ def _search(points, conf, nbrs, medoid, queries, q_conf, k, L, budget, seed, n_c
                             if memo[u] < bd[k - 1]:
                                 insert_sorted(bd, bi, memo[u], u)
                         in_round[u] = rtag
-                        du = memo[u]
-                        if size < L or du < lst_d[size - 1]:
-                            pos = size if size < L else L - 1
-                            while pos > 0 and lst_d[pos - 1] > du:
-                                lst_d[pos] = lst_d[pos - 1]
-                                lst_i[pos] = lst_i[pos - 1]
-                                lst_e[pos] = lst_e[pos - 1]
-                                pos -= 1
-                            lst_d[pos] = du
-                            lst_i[pos] = u
-                            lst_e[pos] = False
-                            if size < L:
-                                size += 1
-                            if pos < low:
-                                low = pos
+                        size, pos = _list_offer(lst_d, lst_i, lst_e, size, L, memo[u], u)
+                        if 0 <= pos < low:
+                            low = pos
                     cur = low if low <= cur else cur + 1
                     while cur < size and lst_e[cur]:
                         cur += 1
