@@ -119,24 +119,20 @@ def _closure_kernel(n, indptr, parents):
     m = 0
     for u in range(n):
         stamp[u] = u
-        top = 0
-        for k in range(indptr[u], indptr[u + 1]):
-            p = parents[k]
-            if stamp[p] != u:
-                stamp[p] = u
-                stack[top] = p
-                top += 1
+        stack[0] = u
+        top = 1
         while top > 0:
             top -= 1
             a = stack[top]
-            if m == cap:
-                cap *= 2
-                grown = np.empty((cap, 2), np.int64)
-                grown[:m] = out[:m]
-                out = grown
-            out[m, 0] = u
-            out[m, 1] = a
-            m += 1
+            if a != u:  # u itself only seeds the walk
+                if m == cap:
+                    cap *= 2
+                    grown = np.empty((cap, 2), np.int64)
+                    grown[:m] = out[:m]
+                    out = grown
+                out[m, 0] = u
+                out[m, 1] = a
+                m += 1
             for k in range(indptr[a], indptr[a + 1]):
                 p = parents[k]
                 if stamp[p] != u:

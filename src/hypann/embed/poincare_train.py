@@ -195,6 +195,21 @@ def _riemannian_step(XC, x, grad, lr, max_norm):
     XC[x, dim] = _conformal_row(XC[x, :dim])
 
 
+@nb.njit(cache=True, inline="always")
+def _gradient_row(node, slot, touched, n_touched, gbuf):
+    """Row of ``gbuf`` that sums the batch's gradients of ``node`` (a zeroed new one on first use).
+
+    ``slot[node]`` is the row plus one (0: no row yet); ``touched`` lists the
+    nodes with a row. Returns the row and the new number of rows.
+    """
+    if slot[node] == 0:
+        touched[n_touched] = node
+        gbuf[n_touched, :] = 0.0
+        n_touched += 1
+        slot[node] = n_touched
+    return slot[node] - 1, n_touched
+
+
 @nb.njit(cache=True)
 def _train_epoch(XC, rel, rel_indptr, rel_cols, cumw, weighted, negatives, lr, batch_size,
                  max_norm, state, gbuf, slot, touched, negs, dists, coefs):
@@ -248,23 +263,13 @@ def _train_epoch(XC, rel, rel_indptr, rel_cols, cumw, weighted, negatives, lr, b
                     _riemannian_step(XC, v if j == 0 else negs[j - 1], gbuf[j + 1], lr, max_norm)
             continue
         # --- batched: sum gradients per node in the batch's slots ----------------
-        if slot[u] == 0:
-            touched[n_touched] = u
-            n_touched += 1
-            slot[u] = n_touched
-            gbuf[n_touched - 1, :] = 0.0
-        su = slot[u] - 1
+        su, n_touched = _gradient_row(u, slot, touched, n_touched, gbuf)
         for j in range(k + 1):
             w = v if j == 0 else negs[j - 1]
             cf = coefs[j, 0]
             if cf == 0.0:
                 continue
-            if slot[w] == 0:
-                touched[n_touched] = w
-                n_touched += 1
-                slot[w] = n_touched
-                gbuf[n_touched - 1, :] = 0.0
-            sw = slot[w] - 1
+            sw, n_touched = _gradient_row(w, slot, touched, n_touched, gbuf)
             s = coefs[j, 1]
             beta = coefs[j, 2]
             fu = (XC[u, dim] + s) / XC[u, dim]
