@@ -158,3 +158,29 @@ def reject_unknown(params, allowed, where):
         raise ValueError(
             f"unknown option(s) {unknown} for {where}; allowed: {sorted(allowed) or 'none'}"
         )
+
+
+def check_stored_points(points, conformal):
+    """Float64 ``points`` (n, d), ``n >= 1``, already validated, and their stored ``conformal`` (n,).
+
+    For index structures that take the conformal factors ``1-|x|^2`` computed
+    once by the caller instead of recomputing them.
+    """
+    points = np.ascontiguousarray(points, dtype=np.float64)
+    conformal = np.ascontiguousarray(conformal, dtype=np.float64)
+    if points.ndim != 2 or points.shape[0] == 0:
+        raise ValueError(f"points must be a non-empty 2-D array, got shape {points.shape}")
+    if conformal.shape != (points.shape[0],):
+        raise ValueError(f"conformal must have shape ({points.shape[0]},) to match points, got {conformal.shape}")
+    return points, conformal
+
+
+def check_stored_queries(queries, q_conformal, dim):
+    """Float64 ``queries`` (m, dim) and their stored ``q_conformal`` (m,)."""
+    queries = np.ascontiguousarray(queries, dtype=np.float64)
+    if queries.ndim != 2 or queries.shape[1] != dim:
+        raise ValueError(f"queries must have shape (m, {dim}), got {queries.shape}")
+    q_conformal = np.ascontiguousarray(q_conformal, dtype=np.float64)
+    if q_conformal.shape != (queries.shape[0],):
+        raise ValueError(f"q_conformal must have shape ({queries.shape[0]},), got {q_conformal.shape}")
+    return queries, q_conformal

@@ -62,7 +62,7 @@ from typing import NamedTuple
 import numba as nb
 import numpy as np
 
-from hypann._validation import check_positive_int, check_real
+from hypann._validation import check_positive_int, check_real, check_stored_points, check_stored_queries
 from hypann.geometry._kernels import delta_row, insert_sorted
 
 __all__ = ["VamanaIndex", "GraphSearchResult"]
@@ -464,13 +464,8 @@ class VamanaIndex:
         L = check_positive_int(self.L, "L")
         passes = check_positive_int(self.passes, "passes")
         alpha = check_real(self.alpha, "alpha", low=1.0)
-        points = np.ascontiguousarray(points, dtype=np.float64)
-        conformal = np.ascontiguousarray(conformal, dtype=np.float64)
-        if points.ndim != 2 or points.shape[0] == 0:
-            raise ValueError(f"points must be a non-empty 2-D array, got shape {points.shape}")
+        points, conformal = check_stored_points(points, conformal)
         n = points.shape[0]
-        if conformal.shape != (n,):
-            raise ValueError(f"conformal must have shape ({n},) to match points, got {conformal.shape}")
         rng = np.random.default_rng(self.random_state)
         nbrs, degree = _random_graph(n, R, rng.random((n, R)))
         sample = rng.choice(n, size=min(n, MEDOID_SAMPLE), replace=False).astype(np.int64)
@@ -554,13 +549,8 @@ class VamanaIndex:
         k = check_positive_int(k, "k")
         L = self.L if L is None else L
         L = max(check_positive_int(L, "L"), k)
-        queries = np.ascontiguousarray(queries, dtype=np.float64)
-        if queries.ndim != 2 or queries.shape[1] != self.dim_:
-            raise ValueError(f"queries must have shape (m, {self.dim_}), got {queries.shape}")
+        queries, q_conformal = check_stored_queries(queries, q_conformal, self.dim_)
         m = queries.shape[0]
-        q_conformal = np.ascontiguousarray(q_conformal, dtype=np.float64)
-        if q_conformal.shape != (m,):
-            raise ValueError(f"q_conformal must have shape ({m},), got {q_conformal.shape}")
         if budget is None:
             b = np.full(m, _NO_BUDGET, dtype=np.int64)
         else:

@@ -91,6 +91,7 @@ Wu & Charikar, *Nearest Neighbor Search for Hyperbolic Embeddings*, section 5.
 
 from __future__ import annotations
 
+import inspect
 from numbers import Integral
 
 import numba as nb
@@ -313,17 +314,9 @@ class LSHOracle(EuclideanOracle):
 
     # -- settings ---------------------------------------------------------
     def get_params(self) -> dict:
-        """Constructor settings as a dict."""
-        return {
-            "tables": self.tables,
-            "bits": self.bits,
-            "granularity": self.granularity,
-            "probe": self.probe,
-            "max_candidates": self.max_candidates,
-            "offset": self.offset,
-            "random_state": self.random_state,
-            "max_granularity": self.max_granularity,
-        }
+        """Constructor settings as a dict (every keyword of ``__init__``, in order)."""
+        return {name: getattr(self, name) for name in inspect.signature(type(self).__init__).parameters
+                if name != "self"}
 
     def _check_settings(self):
         check_positive_int(self.tables, "tables")

@@ -61,7 +61,7 @@ from typing import NamedTuple
 import numba as nb
 import numpy as np
 
-from hypann._validation import check_positive_int
+from hypann._validation import check_positive_int, check_stored_points, check_stored_queries
 from hypann.geometry import _kernels
 from hypann.geometry._kernels import delta_row, insert_sorted, sq_dist_row
 from hypann.oracles.base import EuclideanNeighbors, EuclideanOracle
@@ -463,14 +463,7 @@ class HyperbolicKDTree:
         self
         """
         leaf_size = check_positive_int(self.leaf_size, "leaf_size")
-        points = np.ascontiguousarray(points, dtype=np.float64)
-        conformal = np.ascontiguousarray(conformal, dtype=np.float64)
-        if points.ndim != 2 or points.shape[0] == 0:
-            raise ValueError(f"points must be a non-empty 2-D array, got shape {points.shape}")
-        if conformal.shape != (points.shape[0],):
-            raise ValueError(
-                f"conformal must have shape ({points.shape[0]},) to match points, got {conformal.shape}"
-            )
+        points, conformal = check_stored_points(points, conformal)
         out = _build_tree(points, conformal, leaf_size)
         self._set_state(dict(zip(_STATE, out[:-1])))
         return self
@@ -610,11 +603,8 @@ class HyperbolicKDTree:
         """
         self._check_fitted()
         k = check_positive_int(k, "k")
-        queries = self._rows(queries, "queries")
+        queries, q_conformal = check_stored_queries(queries, q_conformal, self.dim_)
         m = queries.shape[0]
-        q_conformal = np.ascontiguousarray(q_conformal, dtype=np.float64)
-        if q_conformal.shape != (m,):
-            raise ValueError(f"q_conformal must have shape ({m},), got {q_conformal.shape}")
         ids, deltas, samples = _search_exact(
             self.points_, self.conformal_, self.indices_, self.lo_, self.hi_, self.left_, self.right_,
             self.start_, self.end_, self.max_conformal_, queries, q_conformal, k, _budget_array(budget, m),
