@@ -39,10 +39,9 @@ import time
 import numpy as np
 
 from hypann.eval import paper_tables as paper
+from hypann.eval.ground_truth import exact_knn
 from hypann.eval.metrics import approximation_ratios, recall
 from hypann.eval.timing import median_time
-from hypann.geometry import _kernels
-from hypann.geometry.poincare import dist_from_delta
 from hypann.index import HyperbolicIndex
 
 log = logging.getLogger(__name__)
@@ -143,9 +142,7 @@ def run_dataset(key, *, quick=False, seed=0, progress=print):
 
     def truth(qids):
         """Exact distances to the ``kmax`` nearest base points, ascending."""
-        q = points[qids]
-        _, d = _kernels.brute_knn_delta(q, _kernels.conformal_factor(q), base, cx, kmax)
-        return dist_from_delta(d)
+        return exact_knn(points[qids], base, kmax, x_conformal=cx)[1]
 
     out = {"key": key, "title": cfg["title"], "n_base": int(len(base)), "dim": int(points.shape[1]),
            "build_s": {"ours": ours_build, "vamana": vamana_build}, "ours": cfg["ours"], "vamana": cfg["vamana"],
