@@ -70,7 +70,7 @@ def test_search_exact_matches_brute_force(seed, n, d, k, leaf, dup):
 
 
 def test_search_exact_many_nodes_grows_the_heap():
-    # leaf_size=1 on 5,000 points: ~10,000 nodes, far more than the heap's initial 256 slots.
+    # leaf_size=1 on 5,000 points: ~10,000 nodes, far more than the heap's initial 64 slots.
     X, cx = _data(5, 5000, 3)
     Q, cq = _queries(5, X, 30)
     ids, deltas, samples = HyperbolicKDTree(leaf_size=1).build(X, cx).search_exact(Q, cq, 50)
@@ -78,6 +78,50 @@ def test_search_exact_many_nodes_grows_the_heap():
     np.testing.assert_array_equal(deltas, ref_d)
     np.testing.assert_array_equal(delta_to_candidates(Q, cq, X, cx, ids), deltas)
     assert np.all(samples < 5000)
+
+
+@pytest.mark.parametrize(
+    "n, d, scale",
+    [
+        (20000, 20, 0.9 / np.sqrt(20)),  # uniform cube scaled into the ball: crashed the process before
+        (20000, 16, None),  # uniform in a ball of radius 0.5: crashed the process before
+        (3000, 64, None),  # many open nodes per query: the heap grows several times
+    ],
+)
+def test_search_exact_uniform_high_dim_regression(n, d, scale):
+    # Regression: the best-first heap, grown inline in the parallel query loop,
+    # was written past its end on uniform 16-20-D data (segfault; IndexError
+    # under NUMBA_BOUNDSCHECK=1).
+    rng = np.random.default_rng(0)
+    if scale is not None:
+        X = scale * rng.uniform(-1, 1, (n, d))
+    else:
+        g = rng.normal(size=(n, d))
+        X = 0.5 * g / np.linalg.norm(g, axis=1, keepdims=True) * rng.uniform(0, 1, (n, 1)) ** (1 / d)
+    X = np.ascontiguousarray(X)
+    cx = conformal_factor(X)
+    Q, cq = X[:40], cx[:40]
+    ids, deltas, samples = HyperbolicKDTree().build(X, cx).search_exact(Q, cq, 10)
+    _, ref_d = brute_knn_delta(Q, cq, X, cx, 10)
+    np.testing.assert_array_equal(deltas, ref_d)
+    np.testing.assert_array_equal(ids[:, 0], np.arange(40))
+    np.testing.assert_array_equal(delta_to_candidates(Q, cq, X, cx, ids), deltas)
+
+
+def test_knn_tracking_stack_grows_when_the_stated_depth_is_too_small():
+    # The depth-first stack is sized depth+2 (enough for trees built here); a
+    # smaller stated size must grow instead of overflowing.
+    from hypann.search.hyperbolic_kdtree import _budget_array, _knn_tracking
+
+    X, cx = _data(3, 2000, 3)
+    tree = HyperbolicKDTree(leaf_size=2).build(X, cx)
+    C = X[:20]
+    out = _knn_tracking(
+        tree.points_, tree.conformal_, tree.indices_, tree.lo_, tree.hi_, tree.left_, tree.right_,
+        tree.start_, tree.end_, 1, C, 5, C, cx[:20], _budget_array(None, 20), True,
+    )
+    ref_sq, _ = _euclid_brute(C, X, 5)
+    np.testing.assert_allclose(out[0], ref_sq, rtol=1e-12, atol=0)
 
 
 def test_search_exact_near_boundary_and_duplicates():

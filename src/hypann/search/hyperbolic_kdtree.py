@@ -235,12 +235,85 @@ def _box_sq_mindist(c, lo, hi):
     return s
 
 
+@nb.njit(cache=True)
+def _grow_pair(keys, nodes, size):
+    """Twice-as-large copies of the node buffer pair ``keys``/``nodes`` (first ``size`` entries kept)."""
+    cap = max(2 * keys.shape[0], 16)
+    keys2 = np.empty(cap)
+    nodes2 = np.empty(cap, dtype=np.int64)
+    keys2[:size] = keys[:size]
+    nodes2[:size] = nodes[:size]
+    return keys2, nodes2
+
+
+@nb.njit(cache=True)
+def _knn_tracking_one(pts, conf, perm, lo, hi, left, right, start, end, stack_size, c, q, cq, limit, track,
+                      ed, ei, hd, hid):
+    """One row of :func:`_knn_tracking`; fills ``ed``/``ei`` (and ``hd``/``hid``), returns the samples.
+
+    A separate (serial) function so that its growable stack is private to the
+    calling thread. Depth-first with both children pushed: the stack holds at
+    most one node per tree level plus one, so ``depth + 2`` entries suffice for
+    a tree built here; the stack still grows if a tree is deeper than stated.
+    """
+    k = ed.shape[0]
+    st_bound = np.empty(max(stack_size, 2))
+    st_node = np.empty(max(stack_size, 2), dtype=np.int64)
+    st_node[0] = 0
+    st_bound[0] = _box_sq_mindist(c, lo[0], hi[0])
+    sp = 1
+    cnt = 0
+    stop = limit <= 0
+    while sp > 0 and not stop:
+        sp -= 1
+        node = st_node[sp]
+        if st_bound[sp] >= ed[k - 1]:
+            continue
+        a = left[node]
+        if a < 0:
+            for t in range(start[node], end[node]):
+                if cnt >= limit:
+                    stop = True
+                    break
+                cnt += 1
+                x = pts[t]
+                e = sq_dist_row(c, x)
+                if e < ed[k - 1]:
+                    insert_sorted(ed, ei, e, perm[t])
+                if track:
+                    h = delta_row(q, cq, x, conf[t])
+                    if h < hd[k - 1]:
+                        insert_sorted(hd, hid, h, perm[t])
+            continue
+        b = right[node]
+        ba = _box_sq_mindist(c, lo[a], hi[a])
+        bb = _box_sq_mindist(c, lo[b], hi[b])
+        if ba > bb:
+            a, b = b, a
+            ba, bb = bb, ba
+        if sp + 2 > st_node.shape[0]:
+            st_bound, st_node = _grow_pair(st_bound, st_node, sp)
+        if bb < ed[k - 1]:  # farther child first, so the nearer one is popped next
+            st_node[sp] = b
+            st_bound[sp] = bb
+            sp += 1
+        if ba < ed[k - 1]:
+            st_node[sp] = a
+            st_bound[sp] = ba
+            sp += 1
+    return cnt
+
+
 @nb.njit(cache=True, parallel=True)
 def _knn_tracking(
     pts, conf, perm, lo, hi, left, right, start, end, stack_size, centers, k, queries, q_conf, budget, track
 ):
     """Euclidean k-NN of ``centers`` (depth-first, nearer child first, box pruning);
-    with ``track`` also the ``delta`` top-k of ``queries`` among examined points."""
+    with ``track`` also the ``delta`` top-k of ``queries`` among examined points.
+
+    Returns ``(e_sq, e_id, h_d, h_id, samples)``: ids ``-1`` and keys ``inf``
+    where fewer than k points were examined.
+    """
     m = centers.shape[0]
     e_sq = np.full((m, k), np.inf)
     e_id = np.full((m, k), -1, dtype=np.int64)
@@ -248,63 +321,19 @@ def _knn_tracking(
     h_id = np.full((m, k), -1, dtype=np.int64)
     samples = np.zeros(m, dtype=np.int64)
     for i in nb.prange(m):
-        c = centers[i]
-        q = queries[i]
-        cq = q_conf[i]
-        limit = budget[i]
-        ed = e_sq[i]
-        ei = e_id[i]
-        hd = h_d[i]
-        hi_ = h_id[i]
-        st_node = np.empty(stack_size, dtype=np.int64)
-        st_bound = np.empty(stack_size)
-        st_node[0] = 0
-        st_bound[0] = _box_sq_mindist(c, lo[0], hi[0])
-        sp = 1
-        cnt = 0
-        stop = limit <= 0
-        while sp > 0 and not stop:
-            sp -= 1
-            node = st_node[sp]
-            if st_bound[sp] >= ed[k - 1]:
-                continue
-            a = left[node]
-            if a < 0:
-                for t in range(start[node], end[node]):
-                    if cnt >= limit:
-                        stop = True
-                        break
-                    cnt += 1
-                    x = pts[t]
-                    e = sq_dist_row(c, x)
-                    if e < ed[k - 1]:
-                        insert_sorted(ed, ei, e, perm[t])
-                    if track:
-                        h = delta_row(q, cq, x, conf[t])
-                        if h < hd[k - 1]:
-                            insert_sorted(hd, hi_, h, perm[t])
-                continue
-            b = right[node]
-            ba = _box_sq_mindist(c, lo[a], hi[a])
-            bb = _box_sq_mindist(c, lo[b], hi[b])
-            if ba > bb:
-                a, b = b, a
-                ba, bb = bb, ba
-            if bb < ed[k - 1]:  # farther child first, so the nearer one is popped next
-                st_node[sp] = b
-                st_bound[sp] = bb
-                sp += 1
-            if ba < ed[k - 1]:
-                st_node[sp] = a
-                st_bound[sp] = ba
-                sp += 1
-        samples[i] = cnt
+        samples[i] = _knn_tracking_one(
+            pts, conf, perm, lo, hi, left, right, start, end, stack_size, centers[i], queries[i], q_conf[i],
+            budget[i], track, e_sq[i], e_id[i], h_d[i], h_id[i],
+        )
     return e_sq, e_id, h_d, h_id, samples
 
 
 @nb.njit(cache=True, inline="always")
 def _heap_push(hb, hn, size, bound, node):
-    """Push ``(bound, node)`` on the binary min-heap ``hb``/``hn`` of ``size`` entries."""
+    """Push ``(bound, node)`` on the binary min-heap ``hb``/``hn`` of ``size`` entries.
+
+    The caller guarantees ``size < hb.shape[0]``.
+    """
     pos = size
     while pos > 0:
         parent = (pos - 1) >> 1
@@ -341,6 +370,57 @@ def _heap_pop(hb, hn, size):
     return size
 
 
+# Initial capacity of the best-first heap of one query; it doubles when full.
+_HEAP_START = 64
+
+
+@nb.njit(cache=True)
+def _search_exact_one(pts, conf, perm, lo, hi, left, right, start, end, max_conf, q, cq, limit, hd, hid):
+    """One query of :func:`_search_exact`; fills ``hd``/``hid`` and returns the samples.
+
+    A separate (serial) function: the heap is allocated and grown here, private
+    to the calling thread. The heap grows before every push that would
+    overflow it, so no capacity bound is assumed. (When the growth was written
+    inline in the ``prange`` body, numba's parallel lowering turned the slice
+    copies of the grown heap into nested parallel loops and the pushes then
+    wrote past the end of the buffer -- also with one thread. Kernels of this
+    package keep every reallocating buffer in a serial per-row function.)
+    """
+    k = hd.shape[0]
+    hb = np.empty(_HEAP_START)
+    hn = np.empty(_HEAP_START, dtype=np.int64)
+    size = _heap_push(hb, hn, 0, _box_sq_mindist(q, lo[0], hi[0]) / (cq * max_conf[0]), 0)
+    cnt = 0
+    stop = limit <= 0
+    while size > 0 and not stop:
+        bound = hb[0]
+        node = hn[0]
+        if bound >= hd[k - 1]:
+            break  # every open node has a bound at least this large
+        size = _heap_pop(hb, hn, size)
+        a = left[node]
+        if a < 0:
+            for t in range(start[node], end[node]):
+                if cnt >= limit:
+                    stop = True
+                    break
+                cnt += 1
+                h = delta_row(q, cq, pts[t], conf[t])
+                if h < hd[k - 1]:
+                    insert_sorted(hd, hid, h, perm[t])
+            continue
+        b = right[node]
+        ba = _box_sq_mindist(q, lo[a], hi[a]) / (cq * max_conf[a])
+        bb = _box_sq_mindist(q, lo[b], hi[b]) / (cq * max_conf[b])
+        if size + 2 > hb.shape[0]:
+            hb, hn = _grow_pair(hb, hn, size)
+        if ba < hd[k - 1]:
+            size = _heap_push(hb, hn, size, ba, a)
+        if bb < hd[k - 1]:
+            size = _heap_push(hb, hn, size, bb, b)
+    return cnt
+
+
 @nb.njit(cache=True, parallel=True)
 def _search_exact(pts, conf, perm, lo, hi, left, right, start, end, max_conf, queries, q_conf, k, budget):
     """Exact ``delta`` k-NN with the hyperbolic box bound, best-first (see module docstring).
@@ -349,60 +429,18 @@ def _search_exact(pts, conf, perm, lo, hi, left, right, start, end, max_conf, qu
     search of Arya & Mount), so leaves are examined in increasing order of
     their bound and the search ends when the smallest open bound reaches the
     k-th best ``delta``. Under a sample budget the most promising leaves are
-    examined first.
+    examined first. Returns ``(ids, deltas, samples)``, ``-1``/``inf`` pad.
     """
     m = queries.shape[0]
-    n_nodes = left.shape[0]
     out_d = np.full((m, k), np.inf)
     out_i = np.full((m, k), -1, dtype=np.int64)
     samples = np.zeros(m, dtype=np.int64)
     for i in nb.prange(m):
-        q = queries[i]
-        cq = q_conf[i]
-        limit = budget[i]
-        hd = out_d[i]
-        hid = out_i[i]
-        cap = min(n_nodes, 256)
-        hb = np.empty(cap)
-        hn = np.empty(cap, dtype=np.int64)
-        size = _heap_push(hb, hn, 0, _box_sq_mindist(q, lo[0], hi[0]) / (cq * max_conf[0]), 0)
-        cnt = 0
-        stop = limit <= 0
-        while size > 0 and not stop:
-            bound = hb[0]
-            node = hn[0]
-            if bound >= hd[k - 1]:
-                break  # every open node has a bound at least this large
-            size = _heap_pop(hb, hn, size)
-            a = left[node]
-            if a < 0:
-                for t in range(start[node], end[node]):
-                    if cnt >= limit:
-                        stop = True
-                        break
-                    cnt += 1
-                    h = delta_row(q, cq, pts[t], conf[t])
-                    if h < hd[k - 1]:
-                        insert_sorted(hd, hid, h, perm[t])
-                continue
-            b = right[node]
-            ba = _box_sq_mindist(q, lo[a], hi[a]) / (cq * max_conf[a])
-            bb = _box_sq_mindist(q, lo[b], hi[b]) / (cq * max_conf[b])
-            if size + 2 > cap:  # grow; the heap never exceeds the number of nodes
-                cap = min(2 * cap, n_nodes)
-                hb2 = np.empty(cap)
-                hn2 = np.empty(cap, dtype=np.int64)
-                hb2[:size] = hb[:size]
-                hn2[:size] = hn[:size]
-                hb = hb2
-                hn = hn2
-            if ba < hd[k - 1]:
-                size = _heap_push(hb, hn, size, ba, a)
-            if bb < hd[k - 1]:
-                size = _heap_push(hb, hn, size, bb, b)
-        samples[i] = cnt
+        samples[i] = _search_exact_one(
+            pts, conf, perm, lo, hi, left, right, start, end, max_conf, queries[i], q_conf[i], budget[i],
+            out_d[i], out_i[i],
+        )
     return out_i, out_d, samples
-
 
 
 # --------------------------------------------------------------------------- tree
