@@ -10,24 +10,23 @@ from the generated points and removes them from the base.
 Data sets are cached as ``.npz`` files under :func:`cache_dir`
 (``$HYPANN_CACHE``, default ``~/.cache/hypann``), named by a key that hashes
 the name, every generation parameter, the seed and :data:`FORMAT_VERSION`.
-Files are written atomically (temporary file in the same folder, then
-``os.replace``); a file that cannot be read or does not match its key is
-rebuilt, never trusted.
+Files are written atomically (:func:`hypann._files.atomic_write`: temporary
+file in the same folder, then ``os.replace``); a file that cannot be read or
+does not match its key is rebuilt, never trusted.
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import logging
 import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from hypann._files import atomic_write
 from hypann._validation import check_k, check_positive_int
 from hypann.eval.ground_truth import exact_knn
 
@@ -171,17 +170,7 @@ def build_dataset(name, points, *, n_queries=1000, k=10, seed=0, metadata=None):
 
 
 def _atomic_savez(path: Path, arrays: dict):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            np.savez(f, **arrays)
-        os.chmod(tmp, 0o644)  # mkstemp creates 0600; cache files are not secret
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    atomic_write(path, lambda f: np.savez(f, **arrays), make_parents=True)
 
 
 def save_dataset(dataset: Dataset, path, *, key=""):

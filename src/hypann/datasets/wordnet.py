@@ -38,8 +38,6 @@ import gzip
 import hashlib
 import io
 import logging
-import os
-import tempfile
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -48,6 +46,7 @@ from pathlib import Path
 import numba as nb
 import numpy as np
 
+from hypann._files import atomic_write
 from hypann._validation import check_choice, check_positive_int
 
 __all__ = [
@@ -496,19 +495,8 @@ def _names_digest(names) -> str:
 
 
 def _atomic_write(path: Path, write):
-    """Call ``write(fileobj)`` on a temporary file, then move it to ``path``."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            write(f)
-        os.chmod(tmp, 0o644)  # mkstemp creates 0600; data files are meant to be shared
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    """Call ``write(fileobj)`` on a temporary file, then move it to ``path`` (see :mod:`hypann._files`)."""
+    atomic_write(path, write, make_parents=True)
 
 
 def write_noun_data(hierarchy: Hierarchy, directory=DATA_DIR) -> None:

@@ -38,6 +38,7 @@ import time
 
 import numpy as np
 
+from hypann._files import atomic_write
 from hypann.eval import paper_tables as paper
 from hypann.eval.ground_truth import exact_knn
 from hypann.eval.metrics import approximation_ratios, recall
@@ -384,8 +385,10 @@ def plot(results, path):
         ax.set_ylim(0, 1.02)
         ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    try:
+        atomic_write(path, lambda fh: fig.savefig(fh, dpi=110, format="png"))
+    finally:
+        plt.close(fig)
 
 
 def _merge_previous(results, path):
@@ -423,12 +426,9 @@ def main(*, quick=False, output_dir="results", docs_path=None, datasets=("10d", 
     md = render_markdown(results, command=command, elapsed=elapsed)
     for path, text in ((os.path.join(output_dir, "reproduction.md"), md), (docs_path, md)):
         if path:
-            with open(path + ".tmp", "w") as fh:
-                fh.write(text)
-            os.replace(path + ".tmp", path)
-    with open(os.path.join(output_dir, "reproduction.json.tmp"), "w") as fh:
-        json.dump(results, fh, indent=1, default=float)
-    os.replace(os.path.join(output_dir, "reproduction.json.tmp"), os.path.join(output_dir, "reproduction.json"))
+            atomic_write(path, lambda fh, text=text: fh.write(text), text=True)
+    atomic_write(os.path.join(output_dir, "reproduction.json"),
+                 lambda fh: json.dump(results, fh, indent=1, default=float), text=True)
     plot(results, os.path.join(output_dir, "reproduction.png"))
     progress(f"wrote {output_dir}/reproduction.{{md,json,png}} in {elapsed:.0f}s")
     return 0
