@@ -184,3 +184,63 @@ def check_stored_queries(queries, q_conformal, dim):
     if q_conformal.shape != (queries.shape[0],):
         raise ValueError(f"q_conformal must have shape ({queries.shape[0]},), got {q_conformal.shape}")
     return queries, q_conformal
+
+
+# --------------------------------------------------------------------------- stored state
+# Arrays read back from a file (``from_arrays`` of the search structures) are
+# untrusted: these helpers check names, dtypes and shapes before any kernel sees
+# them, with messages that name the structure and the field.
+
+
+def state_error(owner, field, message):
+    """``ValueError`` for a bad field of a stored structure: ``"<owner> state '<field>': <message>"``."""
+    return ValueError(f"{owner} state {field!r}: {message}")
+
+
+def check_state_fields(arrays, fields, owner):
+    """Require exactly the array names ``fields`` in the mapping ``arrays``."""
+    try:
+        names = set(arrays.keys())
+    except AttributeError:
+        raise TypeError(f"{owner} state must be a mapping of array names to arrays, got {type(arrays).__name__}") from None
+    missing = [name for name in fields if name not in names]
+    if missing:
+        raise ValueError(f"not a {owner} state: missing arrays {missing}")
+    unknown = sorted(str(name) for name in names - set(fields))
+    if unknown:
+        raise ValueError(f"not a {owner} state: unknown arrays {unknown} (expected {list(fields)})")
+
+
+def check_state_array(arrays, field, dtype, shape, owner):
+    """``arrays[field]`` as a C-contiguous array of exactly ``dtype`` and ``shape``.
+
+    ``shape`` is a tuple whose entries are sizes or ``None`` (any size); ``()``
+    asks for a scalar. No conversion: a stored int32 where int64 is expected is
+    an error, not a silent cast.
+    """
+    arr = np.asarray(arrays[field])
+    want = np.dtype(dtype)
+    if arr.dtype != want:
+        raise state_error(owner, field, f"must have dtype {want}, got {arr.dtype}")
+    if arr.ndim != len(shape) or any(s is not None and a != s for a, s in zip(arr.shape, shape)):
+        text = "(" + ", ".join("*" if s is None else str(s) for s in shape) + ("," if len(shape) == 1 else "") + ")"
+        raise state_error(owner, field, f"must have shape {text}, got {arr.shape}")
+    return np.ascontiguousarray(arr) if arr.ndim else arr.copy()  # (ascontiguousarray makes 0-d 1-d)
+
+
+def first_bad(mask):
+    """Index (int, or tuple for n-D) of the first True entry of ``mask``."""
+    flat = int(np.flatnonzero(np.asarray(mask).ravel())[0])
+    idx = np.unravel_index(flat, np.shape(mask))
+    return int(idx[0]) if len(idx) == 1 else tuple(int(i) for i in idx)
+
+
+def common_length(arrays, fields):
+    """The most frequent first-axis length among ``arrays[f]`` for ``f`` in ``fields``.
+
+    Used to size a stored structure so that the one array whose length
+    disagrees with the others is the one the error names. Scalars count as
+    length -1; ties go to the earlier field.
+    """
+    lengths = [np.shape(arrays[f])[0] if np.ndim(arrays[f]) else -1 for f in fields]
+    return max(lengths, key=lambda v: (lengths.count(v), -lengths.index(v)))

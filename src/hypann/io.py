@@ -1,4 +1,4 @@
-"""Index files: a versioned ``.npz`` with a JSON header, written atomically.
+"""Index files: a versioned ``.npz`` with a JSON header and a checksum, written atomically.
 
 Layout (a zip archive readable with ``numpy.load(path, allow_pickle=False)``):
 
@@ -6,7 +6,7 @@ Layout (a zip archive readable with ``numpy.load(path, allow_pickle=False)``):
     uint8 array holding UTF-8 JSON: ``format`` ("hypann-index"),
     ``format_version``, ``hypann_version``, ``model``, ``c``, ``dtype``,
     ``n``, ``d``, ``algorithm``, ``params``, ``oracle`` (spec string),
-    ``random_state``, ``points_sha256``.
+    ``random_state`` and ``sha256``.
 ``points``
     (n, d) float64 unit-curvature Poincare points.
 ``state/<name>``
@@ -14,35 +14,74 @@ Layout (a zip archive readable with ``numpy.load(path, allow_pickle=False)``):
     does not rebuild it; without them the structure is rebuilt
     deterministically from the points and the seed.
 
-A file is written to a temporary name in the target folder and moved into
-place with ``os.replace``: a crash never leaves a half-written index. A file
-that is not such an archive, has another format version, or whose points do
-not match their checksum raises ``ValueError``.
+``sha256`` (format version 2) is the SHA-256 of the header without that
+field (JSON with sorted keys) followed by every other array in name order,
+each as its name, dtype, shape and bytes: any change to the file after it was
+written is detected. Version-1 files (checksum over the points only) are
+still read.
+
+An index file is untrusted input. Loading checks, before any search kernel
+sees the data: the archive (a file that is not one, or is truncated or has a
+flipped byte, is refused), the checksum, every header field (type and
+range), the points (finite, inside the ball, shape ``(n, d)``) and -- since a
+file can be rewritten with a matching checksum -- every array of the stored
+structure (``validate_state`` of :class:`~hypann.search.hyperbolic_kdtree.HyperbolicKDTree`
+and :class:`~hypann.graph.vamana.VamanaIndex`). Every such problem raises
+``ValueError`` naming the file and the field; a missing file raises
+``FileNotFoundError`` and an unreadable one the ``OSError`` of the system.
+
+Files are written through :func:`hypann._files.atomic_write`: to a temporary
+file in the destination folder, then moved into place, so a crash never
+leaves a half-written index, a symbolic link is written through and a new
+file gets the permissions of the umask.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
-import tempfile
-import zipfile
+from numbers import Integral
 
 import numpy as np
 
 import hypann
-from hypann.geometry import _kernels
+from hypann import _validation as V
+from hypann._files import atomic_write
 
 FORMAT = "hypann-index"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+# Versions this hypann reads: 1 (checksum over the points only) and 2.
+READABLE_VERSIONS = (1, 2)
+
+_EXPECTED = "expected an .npz archive written by HyperbolicIndex.save"
 
 
 def _sha256(a: np.ndarray) -> str:
+    """Version-1 checksum: SHA-256 of the bytes of ``a``."""
     return hashlib.sha256(np.ascontiguousarray(a).view(np.uint8)).hexdigest()
 
 
+def file_digest(header: dict, arrays: dict) -> str:
+    """SHA-256 of ``header`` (without its ``sha256`` field) and of every array.
+
+    The header is hashed as JSON with sorted keys; then, in name order, each
+    array's name, dtype string, shape and raw bytes (C order), separated so
+    that no two different files hash the same bytes.
+    """
+    h = hashlib.sha256()
+    meta = {k: v for k, v in header.items() if k != "sha256"}
+    h.update(json.dumps(meta, sort_keys=True, separators=(",", ":")).encode())
+    for name in sorted(arrays):
+        a = np.asarray(arrays[name])
+        h.update(f"\0{name}\0{a.dtype.str}\0{a.shape}\0".encode())
+        h.update(np.ascontiguousarray(a).reshape(-1).view(np.uint8))
+    return h.hexdigest()
+
+
 def save_index(index, path) -> None:
-    path = os.fspath(path)
+    """Write a built :class:`~hypann.HyperbolicIndex` to ``path`` (see the module docstring)."""
     params = index.get_params()
     header = {
         "format": FORMAT,
@@ -57,70 +96,169 @@ def save_index(index, path) -> None:
         "oracle": params.pop("oracle"),
         "random_state": params.pop("random_state"),
         "params": params,
-        "points_sha256": _sha256(index.points_),
     }
-    try:
-        header_bytes = json.dumps(header).encode()
-    except TypeError as exc:
-        raise ValueError(f"index settings are not JSON-serializable, cannot save: {exc}") from None
-    arrays = {"header": np.frombuffer(header_bytes, dtype=np.uint8), "points": index.points_}
+    arrays = {"points": np.asarray(index.points_)}
     for name, arr in index.algorithm_.get_state().items():
         arrays[f"state/{name}"] = np.asarray(arr)
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".hypann-", suffix=".tmp", dir=folder)
     try:
-        with os.fdopen(fd, "wb") as fh:
-            np.savez(fh, **arrays)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+        header["sha256"] = file_digest(header, arrays)
+        header_bytes = json.dumps(header).encode()
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"index settings are not JSON-serializable, cannot save: {exc}") from None
+    arrays["header"] = np.frombuffer(header_bytes, dtype=np.uint8)
+    atomic_write(path, lambda fh: np.savez(fh, **arrays))
 
 
+# --------------------------------------------------------------------------- reading
+
+
+def _not_index(path, why):
+    return ValueError(f"{path!r} is not a hypann index file ({_EXPECTED}): {why}")
+
+
+def _corrupt(path, why):
+    return ValueError(f"{path!r} is a damaged hypann index file: {why}")
+
+
+@contextlib.contextmanager
 def _open(path):
-    path = os.fspath(path)
-    if not os.path.isfile(path):
+    """The archive at ``path`` as an open ``NpzFile`` (members are read on access)."""
+    if os.path.isdir(path):
+        raise _not_index(path, "it is a directory")
+    if not os.path.exists(path):
         raise FileNotFoundError(f"no index file at {path!r}")
-    try:
-        return np.load(path, allow_pickle=False)
-    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
-        raise ValueError(f"{path!r} is not a hypann index file (cannot read it as npz: {exc})") from None
+    with open(path, "rb") as fh:  # OSError (permission, ...) propagates with the path
+        try:
+            z = np.load(fh, allow_pickle=False)
+        except Exception as exc:  # noqa: BLE001 - any parse failure of untrusted bytes
+            raise _not_index(path, f"cannot read it as .npz ({type(exc).__name__}: {exc})") from None
+        if not isinstance(z, np.lib.npyio.NpzFile):
+            raise _not_index(path, f"it holds a single {type(z).__name__} (an .npy file?)")
+        with z:
+            yield z
 
 
-def _header(z, path):
+def _read_array(z, name, path):
     try:
-        header = json.loads(bytes(z["header"]).decode())
-    except (KeyError, ValueError, UnicodeDecodeError, zipfile.BadZipFile, OSError, EOFError) as exc:
-        raise ValueError(f"{path!r} is not a hypann index file (missing or corrupt header: {exc})") from None
+        return z[name]
+    except Exception as exc:  # noqa: BLE001 - truncated data, CRC error, bad npy header, ...
+        raise _corrupt(path, f"cannot read array {name!r} ({type(exc).__name__}: {exc})") from None
+
+
+def _parse_header(z, path) -> dict:
+    if "header" not in z.files:
+        raise _not_index(path, f"no 'header' array (found {sorted(z.files)[:8]})")
+    raw = _read_array(z, "header", path)
+    if raw.dtype != np.uint8 or raw.ndim != 1:
+        raise _not_index(path, f"the header is not a uint8 vector (dtype={raw.dtype}, shape={raw.shape})")
+    try:
+        header = json.loads(raw.tobytes().decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise _corrupt(path, f"the header is not UTF-8 JSON ({exc})") from None
     if not isinstance(header, dict) or header.get("format") != FORMAT:
-        raise ValueError(f"{path!r} is not a hypann index file (format={header.get('format') if isinstance(header, dict) else None!r})")
-    if header.get("format_version") != FORMAT_VERSION:
+        got = header.get("format") if isinstance(header, dict) else type(header).__name__
+        raise _not_index(path, f"header format is {got!r}, not {FORMAT!r}")
+    version = header.get("format_version")
+    if version not in READABLE_VERSIONS or isinstance(version, bool):
         raise ValueError(
-            f"{path!r} has index format_version={header.get('format_version')!r}; this hypann "
-            f"({hypann.__version__}) reads format_version={FORMAT_VERSION}"
+            f"{path!r} has index format_version={version!r}; this hypann ({hypann.__version__}) reads "
+            f"format_version={FORMAT_VERSION}" + (" and 1" if 1 in READABLE_VERSIONS else "")
+            + "; rebuild the index with this version (HyperbolicIndex(...).build(X).save(path))"
         )
+    _check_header_fields(header, path)
     return header
 
 
+def _check_header_fields(header, path):
+    """Types and ranges of every header field: a bad one is a ``ValueError`` naming it."""
+
+    def bad(field, what):
+        value = header.get(field, "<missing>")
+        return _corrupt(path, f"header field {field!r} must be {what}, got {value!r}")
+
+    def is_int(v):
+        return isinstance(v, Integral) and not isinstance(v, bool)
+
+    for field in ("n", "d"):
+        if not is_int(header.get(field)) or header[field] < 1:
+            raise bad(field, "an integer >= 1")
+    if header.get("model") not in V.MODELS:
+        raise bad("model", f"one of {V.MODELS}")
+    try:
+        V.check_curvature(header.get("c"))
+    except ValueError:
+        raise bad("c", "a finite number > 0") from None
+    if header.get("dtype") != "float64":
+        raise bad("dtype", "'float64'")
+    if not isinstance(header.get("algorithm"), str):
+        raise bad("algorithm", "an algorithm name (string)")
+    params = header.get("params")
+    if not isinstance(params, dict) or not all(isinstance(k, str) for k in params):
+        raise bad("params", "a JSON object of algorithm settings")
+    reserved = sorted({"algorithm", "oracle", "model", "c", "random_state"} & set(params))
+    if reserved:
+        raise bad("params", f"settings other than {reserved} (those are separate header fields)")
+    if header.get("oracle") is not None and not isinstance(header.get("oracle"), str):
+        raise bad("oracle", "an oracle spec string or null")
+    rs = header.get("random_state")
+    if rs is not None and not (is_int(rs) and 0 <= rs < 2**63):
+        raise bad("random_state", "null or an integer in [0, 2**63)")
+    if not isinstance(header.get("hypann_version", ""), str):
+        raise bad("hypann_version", "a version string")
+    if header["format_version"] >= 2 and not (isinstance(header.get("sha256"), str) and len(header["sha256"]) == 64):
+        raise bad("sha256", "a SHA-256 hex digest")
+    if header["format_version"] == 1 and not isinstance(header.get("points_sha256"), str):
+        raise bad("points_sha256", "a SHA-256 hex digest")
+
+
 def read_metadata(path) -> dict:
-    """The JSON header of an index file, without loading its arrays."""
+    """The JSON header of an index file (its fields checked), without loading its arrays.
+
+    The checksum is not verified here (that needs every array); :func:`load_index` does.
+    """
+    path = os.fspath(path)
     with _open(path) as z:
-        return _header(z, path)
+        return _parse_header(z, path)
+
+
+def _read_checked(path):
+    """Header, points and state arrays of the file at ``path``, checksum and points verified."""
+    with _open(path) as z:
+        header = _parse_header(z, path)
+        unknown = [k for k in z.files if k not in ("header", "points") and not k.startswith("state/")]
+        if unknown:
+            raise _corrupt(path, f"unexpected arrays {unknown[:8]}")
+        if "points" not in z.files:
+            raise _corrupt(path, "no 'points' array")
+        arrays = {k: _read_array(z, k, path) for k in z.files if k != "header"}
+    if header["format_version"] >= 2:
+        if file_digest(header, arrays) != header["sha256"]:
+            raise _corrupt(path, "checksum mismatch: the file was modified or damaged after it was written")
+    points = arrays.pop("points")
+    if points.dtype != np.float64 or points.shape != (header["n"], header["d"]):
+        raise _corrupt(path, f"'points' must be float64 of shape ({header['n']}, {header['d']}) as the header "
+                             f"says, got {points.dtype} {points.shape}")
+    if header["format_version"] == 1 and _sha256(points) != header["points_sha256"]:
+        raise _corrupt(path, "points do not match the header checksum")
+    try:
+        points, conformal = V.check_points(points, name="points")
+    except (ValueError, TypeError) as exc:
+        raise _corrupt(path, f"'points': {exc}") from None
+    state = {k[len("state/"):]: v for k, v in arrays.items()}
+    return header, points, conformal, state
 
 
 def load_index(path, **overrides):
-    from hypann.index import HyperbolicIndex
+    """Read an index written by :func:`save_index`; ``overrides`` replace stored settings.
 
-    with _open(path) as z:
-        header = _header(z, path)
-        try:
-            points = np.ascontiguousarray(z["points"], dtype=np.float64)
-            state = {k[len("state/"):]: z[k] for k in z.files if k.startswith("state/")}
-        except (KeyError, ValueError, zipfile.BadZipFile, OSError, EOFError) as exc:
-            raise ValueError(f"{path!r} is a corrupt hypann index file: {exc}") from None
-    if points.shape != (header["n"], header["d"]) or _sha256(points) != header["points_sha256"]:
-        raise ValueError(f"{path!r} is a corrupt hypann index file: points do not match the header checksum")
+    With overrides the search structure is rebuilt from the stored points
+    (the stored one was built with other settings).
+    """
+    from hypann.index import HyperbolicIndex
+    from hypann.search.registry import make_algorithm
+
+    path = os.fspath(path)
+    header, points, conformal, state = _read_checked(path)
     settings = {
         "algorithm": header["algorithm"],
         "oracle": header["oracle"],
@@ -129,8 +267,18 @@ def load_index(path, **overrides):
         "random_state": header["random_state"],
         **header["params"],
     }
-    settings.update(overrides)
-    index = HyperbolicIndex(**settings)
-    index._check_settings()
-    conformal = _kernels.conformal_factor(points)
-    return index._build_validated(points, conformal, state=None if overrides else state)
+    try:
+        stored = HyperbolicIndex(**settings)
+        stored._check_settings()
+        make_algorithm(stored.algorithm, stored.params)
+    except (ValueError, TypeError) as exc:
+        raise _corrupt(path, f"stored settings: {exc}") from None
+    if overrides:
+        settings.update(overrides)
+        index = HyperbolicIndex(**settings)
+        index._check_settings()
+        return index._build_validated(points, conformal)
+    try:
+        return stored._build_validated(points, conformal, state=state)
+    except (ValueError, TypeError) as exc:
+        raise _corrupt(path, str(exc)) from None

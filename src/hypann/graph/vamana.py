@@ -62,7 +62,16 @@ from typing import NamedTuple
 import numba as nb
 import numpy as np
 
-from hypann._validation import check_positive_int, check_real, check_stored_points, check_stored_queries
+from hypann._validation import (
+    check_positive_int,
+    check_real,
+    check_state_array,
+    check_state_fields,
+    check_stored_points,
+    check_stored_queries,
+    first_bad,
+    state_error,
+)
 from hypann.geometry._kernels import delta_row, insert_sorted
 
 __all__ = ["VamanaIndex", "GraphSearchResult"]
@@ -496,23 +505,104 @@ class VamanaIndex:
         }
 
     @classmethod
-    def from_arrays(cls, arrays):
-        """Rebuild a fitted index from :meth:`to_arrays` output (or an ``np.load`` of it)."""
-        missing = [name for name in (*_STATE, "settings", "alpha") if name not in arrays]
-        if missing:
-            raise ValueError(f"not a VamanaIndex state: missing arrays {missing}")
-        R, L, passes, random_state = (int(v) for v in np.asarray(arrays["settings"]))
+    def from_arrays(cls, arrays, *, points=None, conformal=None):
+        """Rebuild a fitted index from :meth:`to_arrays` output (or an ``np.load`` of it).
+
+        The arrays are untrusted (e.g. read from a file): they go through
+        :meth:`validate_state` first, so a damaged state raises ``ValueError``
+        naming the field instead of crashing or answering wrongly.
+
+        Parameters
+        ----------
+        arrays : mapping of str to ndarray
+        points, conformal : ndarray, optional
+            When given, the stored points and conformal factors must equal them.
+        """
+        arrays = cls.validate_state(arrays, points=points, conformal=conformal)
+        R, L, passes, random_state = (int(v) for v in arrays["settings"])
         index = cls(R=R, L=L, alpha=float(arrays["alpha"]), passes=passes, random_state=random_state)
-        index.points_ = np.ascontiguousarray(arrays["points"], dtype=np.float64)
-        index.conformal_ = np.ascontiguousarray(arrays["conformal"], dtype=np.float64)
-        index.neighbors_ = np.ascontiguousarray(arrays["neighbors"], dtype=np.int32)
+        index.points_ = arrays["points"]
+        index.conformal_ = arrays["conformal"]
+        index.neighbors_ = arrays["neighbors"]
         index.medoid_ = int(arrays["medoid"])
         index.n_points_, index.dim_ = index.points_.shape
-        if index.neighbors_.shape != (index.n_points_, R):
-            raise ValueError(
-                f"neighbors must have shape ({index.n_points_}, {R}), got {index.neighbors_.shape}"
-            )
         return index
+
+    @staticmethod
+    def validate_state(arrays, *, points=None, conformal=None) -> dict:
+        """Check a stored graph completely; returns its arrays (C-contiguous, exact dtypes).
+
+        Checked (every failure is a ``ValueError`` naming the field): exactly
+        the names of :meth:`to_arrays`; ``points`` (n, d) float64 finite,
+        ``conformal`` (n,) float64 in ``(0, 1]`` (equal to ``points`` /
+        ``conformal`` when those are given); ``settings`` int64
+        ``[R, L, passes, random_state]`` with ``R, L, passes >= 1`` and
+        ``random_state >= 0``; ``alpha`` a finite float64 ``>= 1``;
+        ``neighbors`` int32 of shape (n, R) with ids in ``[-1, n)``, no point
+        its own neighbour, no id twice in a row and ``-1`` only as padding at
+        the end of a row (what :meth:`build` produces); ``medoid`` an int64 in
+        ``[0, n)``.
+        """
+        owner = "VamanaIndex"
+        check_state_fields(arrays, (*_STATE, "settings", "alpha"), owner)
+
+        def get(field, dtype, shape):
+            return check_state_array(arrays, field, dtype, shape, owner)
+
+        def bad(field, message):
+            return state_error(owner, field, message)
+
+        pts = get("points", np.float64, (None, None))
+        n, d = pts.shape
+        if n < 1 or d < 1:
+            raise bad("points", f"must hold at least one point of at least one dimension, got shape {pts.shape}")
+        if points is not None and np.shape(points) != (n, d):
+            raise bad("points", f"must have the shape of the index's points {np.shape(points)}, got {pts.shape}")
+        if not np.isfinite(pts).all():
+            raise bad("points", f"contains NaN or inf (first at {first_bad(~np.isfinite(pts))})")
+        conf = get("conformal", np.float64, (n,))
+        if not np.all((conf > 0.0) & (conf <= 1.0)):
+            t = first_bad(~((conf > 0.0) & (conf <= 1.0)))
+            raise bad("conformal", f"conformal factors 1-|x|^2 must be in (0, 1], got {conf[t]!r} at row {t}")
+        if points is not None:
+            if not np.array_equal(pts, np.asarray(points)):
+                raise bad("points", "the graph's copy of the points differs from the index's points")
+        if conformal is not None and not np.array_equal(conf, np.asarray(conformal)):
+            raise bad("conformal", "the graph's conformal factors differ from those of the index's points")
+        settings = get("settings", np.int64, (4,))
+        for name, value in zip(("R", "L", "passes"), settings[:3]):
+            if value < 1:
+                raise bad("settings", f"{name} must be >= 1, got {name}={int(value)}")
+        if settings[3] < 0:
+            raise bad("settings", f"random_state must be >= 0, got random_state={int(settings[3])}")
+        alpha = get("alpha", np.float64, ())
+        if not (np.isfinite(alpha) and alpha >= 1.0):
+            raise bad("alpha", f"must be a finite number >= 1, got {float(alpha)!r}")
+        R = int(settings[0])
+        nbrs = get("neighbors", np.int32, (n, R))
+        out = (nbrs < -1) | (nbrs >= n)
+        if out.any():
+            i, s = first_bad(out)
+            raise bad("neighbors", f"ids must be in [-1, {n}), got {int(nbrs[i, s])} in row {i}")
+        loops = nbrs == np.arange(n, dtype=np.int32)[:, None]
+        if loops.any():
+            i, _ = first_bad(loops)
+            raise bad("neighbors", f"row {i} lists the point itself as a neighbour")
+        valid = nbrs >= 0
+        gap = ~valid[:, :-1] & valid[:, 1:]
+        if gap.any():
+            i, _ = first_bad(gap)
+            raise bad("neighbors", f"row {i} has a neighbour after -1 padding (padding must end a row)")
+        ordered = np.sort(nbrs, axis=1)
+        dup = (ordered[:, 1:] == ordered[:, :-1]) & (ordered[:, 1:] >= 0)
+        if dup.any():
+            i, _ = first_bad(dup)
+            raise bad("neighbors", f"row {i} lists the same neighbour twice")
+        medoid = get("medoid", np.int64, ())
+        if not 0 <= medoid < n:
+            raise bad("medoid", f"the start point must be in [0, {n}), got {int(medoid)}")
+        return {"points": pts, "conformal": conf, "neighbors": nbrs, "medoid": medoid, "settings": settings,
+                "alpha": alpha}
 
     @property
     def nbytes(self) -> int:

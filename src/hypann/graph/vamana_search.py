@@ -49,8 +49,16 @@ class VamanaSearch(SearchAlgorithm):
         return self.graph_.to_arrays()
 
     def restore(self, points, conformal, state, *, oracle=None, random_state=None):
+        """Take a stored graph after checking it (:meth:`VamanaIndex.validate_state`) against ``points``."""
+        graph = VamanaIndex.from_arrays(state, points=points, conformal=conformal)
+        for name in ("R", "L", "alpha", "passes"):
+            if getattr(graph, name) != getattr(self, name):
+                raise ValueError(
+                    f"VamanaIndex state {'alpha' if name == 'alpha' else 'settings'!r}: the stored graph has "
+                    f"{name}={getattr(graph, name)!r}, the settings say {name}={getattr(self, name)!r}"
+                )
         self.points_, self.conformal_ = points, conformal
-        self.graph_ = VamanaIndex.from_arrays(state)
+        self.graph_ = graph
         return self
 
     @property

@@ -46,7 +46,14 @@ class SearchAlgorithm:
         return {}
 
     def restore(self, points, conformal, state, *, oracle="kdtree", random_state=None):
-        """Recreate a built algorithm from :meth:`get_state` output (default: rebuild)."""
+        """Recreate a built algorithm from :meth:`get_state` output (default: rebuild).
+
+        ``state`` is untrusted (read from a file): subclasses that store one
+        check every array before use. Those that store none accept only an
+        empty state.
+        """
+        if state:
+            raise ValueError(f"algorithm {self.name!r} stores no state, but got arrays {sorted(state)}")
         return self.build(points, conformal, oracle=oracle, random_state=random_state)
 
     def settings(self) -> dict:

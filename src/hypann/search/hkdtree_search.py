@@ -48,8 +48,15 @@ class HyperbolicKDTreeSearch(SearchAlgorithm):
         return self.tree_.to_arrays()
 
     def restore(self, points, conformal, state, *, oracle=None, random_state=None):
+        """Take a stored tree after checking it (:meth:`HyperbolicKDTree.validate_state`) against ``points``."""
+        tree = HyperbolicKDTree.from_arrays(state, points=points, conformal=conformal)
+        if tree.leaf_size != self.leaf_size:
+            raise ValueError(
+                f"HyperbolicKDTree state 'leaf_size': the stored tree has leaf_size={tree.leaf_size}, "
+                f"the settings say leaf_size={self.leaf_size!r}"
+            )
         self.points_, self.conformal_ = points, conformal
-        self.tree_ = HyperbolicKDTree.from_arrays(state)
+        self.tree_ = tree
         return self
 
     @property

@@ -61,7 +61,16 @@ from typing import NamedTuple
 import numba as nb
 import numpy as np
 
-from hypann._validation import check_positive_int, check_stored_points, check_stored_queries
+from hypann._validation import (
+    check_positive_int,
+    check_state_array,
+    common_length,
+    check_state_fields,
+    check_stored_points,
+    check_stored_queries,
+    first_bad,
+    state_error,
+)
 from hypann.geometry import _kernels
 from hypann.geometry._kernels import delta_row, insert_sorted, sq_dist_row
 from hypann.oracles.base import EuclideanNeighbors, EuclideanOracle
@@ -526,14 +535,184 @@ class HyperbolicKDTree:
         return out
 
     @classmethod
-    def from_arrays(cls, arrays):
-        """Rebuild a fitted tree from :meth:`to_arrays` output (or an ``np.load`` of it)."""
-        missing = [name for name in (*_STATE, "leaf_size") if name not in arrays]
-        if missing:
-            raise ValueError(f"not a HyperbolicKDTree state: missing arrays {missing}")
+    def from_arrays(cls, arrays, *, points=None, conformal=None):
+        """Rebuild a fitted tree from :meth:`to_arrays` output (or an ``np.load`` of it).
+
+        The arrays are untrusted (e.g. read from a file): they go through
+        :meth:`validate_state` first, so a damaged state raises ``ValueError``
+        naming the field instead of crashing or answering wrongly.
+
+        Parameters
+        ----------
+        arrays : mapping of str to ndarray
+        points, conformal : ndarray, optional
+            The points (n, d) and conformal factors (n,) the tree must index, in
+            input order; when given, the tree's copies must equal them permuted
+            by ``indices``.
+        """
+        arrays = cls.validate_state(arrays, points=points, conformal=conformal)
         tree = cls(leaf_size=int(arrays["leaf_size"]))
         tree._set_state(arrays)
         return tree
+
+    @staticmethod
+    def validate_state(arrays, *, points=None, conformal=None) -> dict:
+        """Check a stored tree completely; returns its arrays (C-contiguous, exact dtypes).
+
+        Checked, in this order (every failure is a ``ValueError`` naming the field):
+
+        * names: exactly those of :meth:`to_arrays`; dtypes (int64 / float64)
+          and shapes consistent with ``n`` points, ``d`` dimensions and
+          ``n_nodes`` nodes; ``leaf_size >= 1``;
+        * ``points`` finite, ``conformal`` in ``(0, 1]``; ``indices`` a
+          permutation of ``0..n-1``; with ``points``/``conformal`` given,
+          ``points_[t] == points[indices[t]]`` and likewise ``conformal``;
+        * shape of the tree: ``left``/``right`` in ``[-1, n_nodes)``, both
+          ``-1`` (leaf) or both valid, children ids larger than their parent's
+          and every node except the root the child of exactly one node -- so
+          the nodes form one tree rooted at node 0 and every node is reached
+          exactly once;
+        * ranges: the root covers ``[0, n)``, every range is non-empty and an
+          internal node's range is its left child's followed by its right
+          child's (hence the leaves partition ``[0, n)``);
+        * bounds: ``lo``/``hi``/``max_conformal`` finite, ``lo <= hi``, every
+          point inside its leaf's box with ``conformal <= max_conformal`` of
+          the leaf, and child boxes and ``max_conformal`` inside / below their
+          parent's. By induction every node's box holds all its points and its
+          ``max_conformal`` bounds their conformal factors, which is what makes
+          the pruning of :meth:`search_exact` exact.
+        """
+        owner = "HyperbolicKDTree"
+        check_state_fields(arrays, (*_STATE, "leaf_size"), owner)
+
+        def get(field, dtype, shape):
+            return check_state_array(arrays, field, dtype, shape, owner)
+
+        def bad(field, message):
+            return state_error(owner, field, message)
+
+        leaf_size = get("leaf_size", np.int64, ())
+        if leaf_size < 1:
+            raise bad("leaf_size", f"must be >= 1, got {int(leaf_size)}")
+        pts = get("points", np.float64, (None, None))
+        n, d = pts.shape
+        if n < 1 or d < 1:
+            raise bad("points", f"must hold at least one point of at least one dimension, got shape {pts.shape}")
+        if points is not None and np.shape(points) != (n, d):
+            raise bad("points", f"must have the shape of the index's points {np.shape(points)}, got {pts.shape}")
+        if not np.isfinite(pts).all():
+            raise bad("points", f"contains NaN or inf (first at {first_bad(~np.isfinite(pts))})")
+        conf = get("conformal", np.float64, (n,))
+        if not np.all((conf > 0.0) & (conf <= 1.0)):
+            t = first_bad(~((conf > 0.0) & (conf <= 1.0)))
+            raise bad("conformal", f"conformal factors 1-|x|^2 must be in (0, 1], got {conf[t]!r} at position {t}")
+        perm = get("indices", np.int64, (n,))
+        if not np.all((perm >= 0) & (perm < n)):
+            t = first_bad((perm < 0) | (perm >= n))
+            raise bad("indices", f"ids must be in [0, {n}), got {int(perm[t])} at position {t}")
+        seen = np.bincount(perm, minlength=n)
+        if not np.all(seen == 1):
+            raise bad("indices", f"must be a permutation of 0..{n - 1}, but id {first_bad(seen != 1)} appears "
+                                 f"{int(seen[first_bad(seen != 1)])} times")
+        if points is not None:
+            if not np.array_equal(pts, np.asarray(points)[perm]):
+                raise bad("points", "the tree's copy of the points is not the index's points permuted by 'indices'")
+        if conformal is not None and not np.array_equal(conf, np.asarray(conformal)[perm]):
+            raise bad("conformal", "the tree's conformal factors are not those of the index's points "
+                                   "permuted by 'indices'")
+
+        node_fields = ("left", "right", "start", "end", "lo", "hi", "max_conformal")
+        n_nodes = common_length(arrays, node_fields)
+        if n_nodes < 1:
+            raise bad("left", f"the tree must have at least one node, got {n_nodes}")
+        left = get("left", np.int64, (n_nodes,))
+        right = get("right", np.int64, (n_nodes,))
+        start = get("start", np.int64, (n_nodes,))
+        end = get("end", np.int64, (n_nodes,))
+        lo = get("lo", np.float64, (n_nodes, d))
+        hi = get("hi", np.float64, (n_nodes, d))
+        max_conf = get("max_conformal", np.float64, (n_nodes,))
+
+        # -- the nodes form one tree rooted at 0
+        for field, child in (("left", left), ("right", right)):
+            out = (child < -1) | (child >= n_nodes)
+            if out.any():
+                i = first_bad(out)
+                raise bad(field, f"child ids must be in [-1, {n_nodes}), got {int(child[i])} at node {i}")
+        is_leaf = left < 0
+        if np.any(is_leaf != (right < 0)):
+            i = first_bad(is_leaf != (right < 0))
+            raise bad("right", f"node {i} has left={int(left[i])} and right={int(right[i])}: "
+                               "a node has two children (both ids valid) or none (both -1)")
+        parents = np.flatnonzero(~is_leaf)
+        for field, child in (("left", left), ("right", right)):
+            back = child[parents] <= parents
+            if back.any():
+                p = int(parents[first_bad(back)])
+                raise bad(field, f"child {int(child[p])} of node {p} must have a larger id than its parent "
+                                 "(the tree must be acyclic)")
+        n_parents = np.bincount(np.concatenate([left[parents], right[parents]]), minlength=n_nodes)
+        if np.any(n_parents[1:] != 1):
+            j = first_bad(n_parents[1:] != 1) + 1
+            raise bad("left", f"node {j} is a child of {int(n_parents[j])} nodes; every node but the root "
+                              "(0) must be the child of exactly one node")
+        lc, rc = left[parents], right[parents]
+
+        # -- ranges: the leaves partition [0, n)
+        if start[0] != 0 or end[0] != n:
+            raise bad("start" if start[0] != 0 else "end",
+                      f"the root must cover [0, {n}), got [{int(start[0])}, {int(end[0])})")
+        if np.any(start >= end):
+            i = first_bad(start >= end)
+            raise bad("end", f"node {i} has an empty range [{int(start[i])}, {int(end[i])})")
+        for field, ok, what in (
+            ("start", start[lc] == start[parents], "its left child must start where the node starts"),
+            ("end", end[lc] == start[rc], "its left child must end where its right child starts"),
+            ("end", end[rc] == end[parents], "its right child must end where the node ends"),
+        ):
+            if not ok.all():
+                p = int(parents[first_bad(~ok)])
+                raise bad(field, f"node {p} covers [{int(start[p])}, {int(end[p])}) but {what} "
+                                 f"(children [{int(start[left[p]])}, {int(end[left[p]])}) and "
+                                 f"[{int(start[right[p]])}, {int(end[right[p]])}))")
+
+        # -- bounds hold every point below them
+        for field, a in (("lo", lo), ("hi", hi), ("max_conformal", max_conf)):
+            if not np.isfinite(a).all():
+                raise bad(field, f"contains NaN or inf (first at {first_bad(~np.isfinite(a))})")
+        if np.any(lo > hi):
+            i, j = first_bad(lo > hi)
+            raise bad("hi", f"node {i} has lo > hi in coordinate {j} ({lo[i, j]!r} > {hi[i, j]!r})")
+        for child in (lc, rc):
+            for field, ok in (
+                ("lo", lo[child] >= lo[parents]),
+                ("hi", hi[child] <= hi[parents]),
+                ("max_conformal", max_conf[child] <= max_conf[parents]),
+            ):
+                if not ok.all():
+                    r = first_bad(~ok)
+                    r = r[0] if isinstance(r, tuple) else r
+                    raise bad(field, f"the bound of node {int(child[r])} is not inside that of its parent "
+                                     f"{int(parents[r])}")
+        leaves = np.flatnonzero(is_leaf)
+        leaves = leaves[np.argsort(start[leaves], kind="stable")]
+        leaf_of = np.repeat(leaves, end[leaves] - start[leaves])  # length n: the leaves partition [0, n)
+        block = 1 << 16
+        for s in range(0, n, block):
+            own = leaf_of[s : s + block]
+            x = pts[s : s + block]
+            for field, inside in (("lo", x >= lo[own]), ("hi", x <= hi[own])):
+                if not inside.all():
+                    t = s + first_bad(~inside.all(axis=1))
+                    raise bad(field, f"the point at position {t} lies outside the box of its leaf {int(leaf_of[t])}")
+            below = conf[s : s + block] <= max_conf[own]
+            if not below.all():
+                t = s + first_bad(~below)
+                raise bad("max_conformal", f"the conformal factor of the point at position {t} exceeds the "
+                                           f"max_conformal of its leaf {int(leaf_of[t])}")
+        out = {"points": pts, "conformal": conf, "indices": perm, "lo": lo, "hi": hi, "left": left,
+               "right": right, "start": start, "end": end, "max_conformal": max_conf, "leaf_size": leaf_size}
+        return out
 
     @property
     def nbytes(self) -> int:
