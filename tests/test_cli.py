@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
+import os
+import re
+import shlex
+import subprocess
+import sys
+
 import numpy as np
+import pytest
 
 from hypann.cli import main
 from tests.conftest import ball_points
+
+SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
 
 
 def test_build_search_info(tmp_path, rng, capsys):
@@ -39,3 +48,173 @@ def test_demo_quick(capsys):
     assert main(["demo", "--quick", "--queries", "50"]) == 0
     out = capsys.readouterr().out
     assert "Recentering + cKDTree (exact)" in out and "Spherical-Shell + LSH" in out and "numpy brute force" in out
+
+
+# --------------------------------------------------------------------------- user errors: one line, no traceback
+
+
+def _run(argv, capsys):
+    """(exit status, stderr) of ``hypann argv`` run in-process; usage errors exit through SystemExit."""
+    try:
+        code = main([str(a) for a in argv])
+    except SystemExit as exc:
+        code = exc.code
+    err = capsys.readouterr().err
+    return code, err
+
+
+def _one_error_line(err, pattern):
+    assert "Traceback" not in err
+    lines = err.splitlines()
+    assert len(lines) == 1, err
+    assert re.fullmatch(r"hypann: error: " + pattern, lines[0]), lines[0]
+
+
+@pytest.fixture
+def files(tmp_path, rng):
+    np.save(tmp_path / "X.npy", ball_points(rng, 120, 3, min_conformal=1e-3))
+    np.save(tmp_path / "Q.npy", ball_points(rng, 4, 3, min_conformal=1e-3))
+    assert main(["build", str(tmp_path / "X.npy"), "-o", str(tmp_path / "idx"), "--algorithm", "brute"]) == 0
+    return tmp_path
+
+
+def _listing(folder):
+    return sorted(os.listdir(folder))
+
+
+USAGE_ERRORS = [
+    # (argv with {d} for the folder, regex of the message)
+    (["build", "{d}/missing.npy", "-o", "{d}/new"], r"cannot read points: no file at '.*missing\.npy'"),
+    (["build", "{d}", "-o", "{d}/new"], r"cannot read points from '.*': it is a directory, expected a \.npy file"),
+    (["build", "{d}/X.npy/under_a_file.npy", "-o", "{d}/new"], r"cannot read points from '.*under_a_file\.npy': Not a directory"),
+    (["build", "{d}/idx", "-o", "{d}/new"], r"cannot read points from '.*idx': not a \.npy array file \(ValueError: it holds arrays .*"),
+    (["build", "{d}/X.npy", "-o", "{d}/no_such_folder/new"], r"cannot write '.*new': folder '.*no_such_folder' does not exist"),
+    (["build", "{d}/X.npy", "-o", "{d}/X.npy/new"], r"cannot write '.*new': '.*X\.npy' is not a folder"),
+    (["build", "{d}/X.npy", "-o", "{d}"], r"cannot write '.*': it is a directory"),
+    (["build", "{d}/X.npy", "-o", "{d}/new", "--oracle", "nosuch"], r"unknown oracle 'nosuch'; expected one of .*"),
+    (["build", "{d}/X.npy", "-o", "{d}/new", "--oracle", "kdtree:leaf_size"], r"bad setting 'leaf_size' in oracle spec 'kdtree:leaf_size': expected key=value"),
+    (["build", "{d}/X.npy", "-o", "{d}/new", "--param", "R"], r"--param expects key=value, got 'R'"),
+    (["build", "{d}/X.npy", "-o", "{d}/new", "--algorithm", "hkdtree", "--param", "leaf_size=0"], r"leaf_size must be a positive integer, got leaf_size=0"),
+    (["build", "{d}/X.npy", "-o", "{d}/new", "--algorithm", "nosuch"], r"unknown algorithm 'nosuch'; expected one of .*"),
+    (["search", "{d}/X.npy", "{d}/Q.npy"], r"'.*X\.npy' is not a hypann index file \(expected an \.npz archive written by HyperbolicIndex\.save\): .*"),
+    (["search", "{d}/missing", "{d}/Q.npy"], r"no index file at '.*missing'"),
+    (["search", "{d}/idx", "{d}/Q.npy", "-o", "{d}/no_such_folder/out.npz"], r"cannot write '.*out\.npz': folder '.*no_such_folder' does not exist"),
+    (["search", "{d}/idx", "{d}/Q.npy", "--param", "L=3"], r"unknown option\(s\) \['L'\] for search with algorithm 'brute'; allowed: none"),
+    (["info", "{d}"], r"'.*' is not a hypann index file \(expected .*\): it is a directory"),
+]
+
+
+@pytest.mark.parametrize(("argv", "pattern"), USAGE_ERRORS, ids=[" ".join(a[:1] + a[2:]) for a, _ in USAGE_ERRORS])
+def test_user_errors_are_one_line_and_status_2(files, capsys, argv, pattern):
+    before = _listing(files)
+    code, err = _run([a.format(d=files) for a in argv], capsys)
+    assert code == 2
+    _one_error_line(err, pattern)
+    assert _listing(files) == before  # nothing written, no temporary file
+
+
+@pytest.mark.parametrize(
+    ("argv", "pattern"),
+    [
+        (["search", "{d}/idx", "{d}/Q.npy", "--batch-size", "0"], r"argument --batch-size: must be a positive integer, got '0' \(see 'hypann search --help'\)"),
+        (["search", "{d}/idx", "{d}/Q.npy", "-k", "x"], r"argument -k: must be a positive integer, got 'x' \(see 'hypann search --help'\)"),
+        (["search", "{d}/idx"], r"the following arguments are required: queries \(see 'hypann search --help'\)"),
+        (["frobnicate"], r"argument command: invalid choice: 'frobnicate' .*"),
+    ],
+)
+def test_usage_errors_are_one_line_and_status_2(files, capsys, argv, pattern):
+    code, err = _run([a.format(d=files) for a in argv], capsys)
+    assert code == 2
+    _one_error_line(err, pattern)
+
+
+def test_oracle_library_error_is_a_message(files, capsys):
+    pytest.importorskip("faiss")
+    code, err = _run(["build", files / "X.npy", "-o", files / "new", "--oracle", "faiss:IVF1024,Flat"], capsys)
+    assert code == 2
+    _one_error_line(err, r"faiss cannot build 'IVF1024,Flat' on 120 points of dimension 3: .*Number of training points \(120\).*")
+    assert not (files / "new").exists()
+
+
+def test_damaged_index_is_a_message(files, capsys):
+    raw = bytearray((files / "idx").read_bytes())
+    raw[len(raw) // 2] ^= 0xFF
+    (files / "damaged").write_bytes(bytes(raw))
+    code, err = _run(["search", files / "damaged", files / "Q.npy"], capsys)
+    assert code == 2
+    _one_error_line(err, r"'.*damaged' is (a damaged hypann index file|not a hypann index file).*")
+
+
+def test_failed_output_write_leaves_no_file(files, capsys, monkeypatch):
+    def disk_full(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("hypann.cli.np.savez", disk_full)
+    code, err = _run(["search", files / "idx", files / "Q.npy", "-o", files / "out.npz"], capsys)
+    assert code == 1
+    _one_error_line(err, r"\[Errno 28\] No space left on device")
+    assert _listing(files) == ["Q.npy", "X.npy", "idx"]
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root ignores file permissions (the under-a-regular-file cases cover the message)")
+def test_permission_errors_are_messages(files, capsys):
+    (files / "locked").mkdir()
+    os.chmod(files / "locked", 0o500)
+    os.chmod(files / "Q.npy", 0o000)
+    try:
+        code, err = _run(["build", files / "X.npy", "-o", files / "locked" / "new"], capsys)
+        assert code == 1
+        _one_error_line(err, r"cannot write '.*new': no permission to create files in '.*locked'")
+        code, err = _run(["search", files / "idx", files / "Q.npy"], capsys)
+        assert code == 1
+        _one_error_line(err, r"cannot read queries from '.*Q\.npy': Permission denied")
+    finally:
+        os.chmod(files / "locked", 0o700)
+        os.chmod(files / "Q.npy", 0o600)
+
+
+def test_permission_errors_simulated(files, capsys, monkeypatch):
+    """The same messages as above, under root too: the permission checks are faked."""
+    import hypann._files
+    import hypann.cli
+
+    real_access = os.access
+    monkeypatch.setattr(hypann._files.os, "access", lambda p, mode: False if "locked" in str(p) else real_access(p, mode))
+    (files / "locked").mkdir()
+    code, err = _run(["build", files / "X.npy", "-o", files / "locked" / "new"], capsys)
+    assert code == 1
+    _one_error_line(err, r"cannot write '.*new': no permission to create files in '.*locked'")
+
+    def denied(path, mode="r"):
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(hypann.cli, "open", denied, raising=False)
+    code, err = _run(["search", files / "idx", files / "Q.npy"], capsys)
+    assert code == 1
+    _one_error_line(err, r"cannot read queries from '.*Q\.npy': Permission denied")
+    assert _listing(files) == ["Q.npy", "X.npy", "idx", "locked"]
+
+
+def _cli_subprocess(cmd, cwd):
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (SRC, os.environ.get("PYTHONPATH")) if p))
+    return subprocess.run(["bash", "-c", cmd], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_closed_pipe_exits_quietly(tmp_path, rng):
+    """``hypann search ... | head -1``: one line out, nothing on stderr, status 141 (SIGPIPE)."""
+    np.save(tmp_path / "X.npy", ball_points(rng, 50, 3, min_conformal=1e-3))
+    np.save(tmp_path / "Q.npy", ball_points(rng, 4000, 3, min_conformal=1e-3))  # ~500 kB of output > a pipe buffer
+    assert main(["build", str(tmp_path / "X.npy"), "-o", str(tmp_path / "idx"), "--algorithm", "brute"]) == 0
+    py = shlex.quote(sys.executable)
+    proc = _cli_subprocess(
+        f"{py} -m hypann.cli search idx Q.npy 2>err.txt | head -1; echo \"status=${{PIPESTATUS[0]}}\" >&2", tmp_path
+    )
+    assert proc.stdout.count("\n") == 1 and proc.stdout.startswith("0\t")
+    assert proc.stderr.strip() == "status=141"
+    assert (tmp_path / "err.txt").read_text() == ""
+
+
+def test_subprocess_error_has_no_traceback(tmp_path):
+    proc = _cli_subprocess(f"{shlex.quote(sys.executable)} -m hypann.cli search nothing.hypann q.npy", tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr == "hypann: error: no index file at 'nothing.hypann'\n"

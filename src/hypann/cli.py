@@ -1,6 +1,17 @@
 """Command line: ``hypann demo | build | search | info | datasets | reproduce``.
 
 A thin layer: parse, call the public API, print. No math here.
+
+Errors a user can cause (a missing or unreadable file, a bad spec or setting,
+a library that refuses the data) are reported as one line
+``hypann: error: ...`` on stderr, never a traceback: exit status 2 for bad
+arguments and input (``ValueError``, ``TypeError``, a missing file, a usage
+error), 1 for other failures of the system or of a library (permissions, a
+full disk, a missing optional dependency). A closed output pipe (``hypann
+search ... | head``) ends the command quietly with status 141 (128 + SIGPIPE,
+what a shell reports for tools killed by SIGPIPE); Ctrl-C exits with 130.
+Output files are written atomically, so a failed command leaves no partial
+or temporary file behind.
 """
 
 from __future__ import annotations
@@ -9,12 +20,35 @@ import argparse
 import json
 import os
 import sys
-import tempfile
 
 import numpy as np
 
+from hypann._files import atomic_write, check_destination
 from hypann.datasets.wordnet import SHIPPED_EPOCHS
 from hypann.oracles.registry import parse_value
+
+# Exit statuses (see the module docstring).
+EXIT_USAGE = 2
+EXIT_FAILURE = 1
+EXIT_BROKEN_PIPE = 141
+EXIT_INTERRUPTED = 130
+
+
+class _Parser(argparse.ArgumentParser):
+    """``argparse`` parser whose usage errors are one line: ``hypann: error: ...``."""
+
+    def error(self, message):
+        self.exit(EXIT_USAGE, f"hypann: error: {message} (see '{self.prog} --help')\n")
+
+
+def _positive_int(text):
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
+    return value
 
 
 def _progress_bar(total, desc):
@@ -38,23 +72,36 @@ def _markdown(rows, columns):
 def _params(pairs):
     out = {}
     for item in pairs or []:
-        if "=" not in item:
-            raise SystemExit(f"hypann: error: --param expects key=value, got {item!r}")
-        k, v = item.split("=", 1)
-        out[k] = parse_value(v)
+        k, eq, v = item.partition("=")
+        if not eq or not k.strip():
+            raise ValueError(f"--param expects key=value, got {item!r}")
+        out[k.strip()] = parse_value(v)
     return out
 
 
 def _load_array(path, what):
+    """The array in the ``.npy`` file (or single-array ``.npz``) at ``path``; clear errors otherwise."""
+    if os.path.isdir(path):
+        raise ValueError(f"cannot read {what} from {path!r}: it is a directory, expected a .npy file")
     try:
-        arr = np.load(path, allow_pickle=False)
-    except (OSError, ValueError) as exc:
-        raise SystemExit(f"hypann: error: cannot read {what} from {path!r}: {exc}")
-    if isinstance(arr, np.lib.npyio.NpzFile):
-        names = arr.files
-        if len(names) != 1:
-            raise SystemExit(f"hypann: error: {path!r} holds arrays {names}; give a .npy file or an .npz with one array")
-        arr = arr[names[0]]
+        fh = open(path, "rb")
+    except FileNotFoundError:
+        raise FileNotFoundError(f"cannot read {what}: no file at {path!r}") from None
+    except OSError as exc:
+        raise type(exc)(f"cannot read {what} from {path!r}: {exc.strerror or exc}") from None
+    with fh:
+        try:
+            arr = np.load(fh, allow_pickle=False)
+            if isinstance(arr, np.lib.npyio.NpzFile):
+                with arr:
+                    names = arr.files
+                    if len(names) != 1:
+                        raise ValueError(f"it holds arrays {names[:8]}; give a .npy file or an .npz with one array")
+                    arr = arr[names[0]]
+        except Exception as exc:  # noqa: BLE001 - any parse failure of the user's file
+            raise ValueError(
+                f"cannot read {what} from {path!r}: not a .npy array file ({type(exc).__name__}: {exc})"
+            ) from None
     return arr
 
 
@@ -78,6 +125,7 @@ def cmd_demo(args):
 def cmd_build(args):
     import hypann
 
+    check_destination(args.output)  # before the build, not after it
     X = _load_array(args.data, "points")
     index = hypann.HyperbolicIndex(
         algorithm=args.algorithm,
@@ -95,6 +143,8 @@ def cmd_build(args):
 def cmd_search(args):
     import hypann
 
+    if args.output:
+        check_destination(args.output)
     index = hypann.load(args.index)
     Q = _load_array(args.queries, "queries")
     extra = _params(args.param)
@@ -110,11 +160,7 @@ def cmd_search(args):
     bar.close()
     ids, dists = np.vstack(ids), np.vstack(dists)
     if args.output:
-        folder = os.path.dirname(os.path.abspath(args.output))
-        fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
-        with os.fdopen(fd, "wb") as fh:
-            np.savez(fh, indices=ids, distances=dists)
-        os.replace(tmp, args.output)
+        atomic_write(args.output, lambda fh: np.savez(fh, indices=ids, distances=dists))
         print(f"wrote indices and distances of {len(ids)} queries to {args.output}", file=sys.stderr)
     else:
         for i, (row_i, row_d) in enumerate(zip(ids, dists)):
@@ -153,7 +199,7 @@ def cmd_datasets(args):
                    if k in meta}
         print(f"wrote {args.output}: {json.dumps(summary)}")
         return 0
-    raise SystemExit(f"hypann: error: unknown datasets action {args.action!r}")
+    raise ValueError(f"unknown datasets action {args.action!r}")
 
 
 def cmd_reproduce(args):
@@ -164,13 +210,13 @@ def cmd_reproduce(args):
 
 
 def build_parser():
-    p = argparse.ArgumentParser(prog="hypann", description="Nearest-neighbour search for hyperbolic embeddings.")
+    p = _Parser(prog="hypann", description="Nearest-neighbour search for hyperbolic embeddings.")
     sub = p.add_subparsers(dest="command", required=True)
 
     d = sub.add_parser("demo", help="build, search and check on an embedded data set")
     d.add_argument("--data", default="default", help="data set for the exact run (see `hypann datasets list`); default: WordNet nouns 10-D + 100-D")
-    d.add_argument("--queries", type=int, default=1000)
-    d.add_argument("-k", type=int, default=10)
+    d.add_argument("--queries", type=_positive_int, default=1000)
+    d.add_argument("-k", type=_positive_int, default=10)
     d.add_argument("--quick", action="store_true", help="smaller data, for a smoke test")
     d.set_defaults(func=cmd_demo)
 
@@ -188,9 +234,9 @@ def build_parser():
     s = sub.add_parser("search", help="search an index with a .npy file of queries")
     s.add_argument("index")
     s.add_argument("queries")
-    s.add_argument("-k", type=int, default=10)
-    s.add_argument("--budget", type=int, default=None)
-    s.add_argument("--batch-size", type=int, default=1000)
+    s.add_argument("-k", type=_positive_int, default=10)
+    s.add_argument("--budget", type=_positive_int, default=None)
+    s.add_argument("--batch-size", type=_positive_int, default=1000)
     s.add_argument("--param", action="append", help="query setting key=value (repeatable)")
     s.add_argument("-o", "--output", help="write indices/distances to this .npz instead of printing")
     s.set_defaults(func=cmd_search)
@@ -223,13 +269,38 @@ def build_parser():
     return p
 
 
+def _one_line(exc):
+    """The message of ``exc`` on one line (library messages may span several)."""
+    text = "; ".join(line.strip() for line in str(exc).splitlines() if line.strip())
+    return text or type(exc).__name__
+
+
+def _silence_stdout():
+    """Point stdout at /dev/null so that the interpreter's final flush into a closed pipe is quiet."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # stdout without a file descriptor (tests)
+        pass
+
+
 def main(argv=None):
+    """Run the command line; returns the exit status (see the module docstring)."""
     args = build_parser().parse_args(argv)
     try:
         return args.func(args) or 0
-    except (ValueError, TypeError, FileNotFoundError, ImportError) as exc:
-        print(f"hypann: error: {exc}", file=sys.stderr)
-        return 2
+    except BrokenPipeError:
+        _silence_stdout()
+        return EXIT_BROKEN_PIPE
+    except KeyboardInterrupt:
+        print("hypann: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except (ValueError, TypeError, FileNotFoundError, IsADirectoryError, NotADirectoryError) as exc:
+        print(f"hypann: error: {_one_line(exc)}", file=sys.stderr)
+        return EXIT_USAGE
+    except (OSError, ImportError, RuntimeError, MemoryError) as exc:
+        print(f"hypann: error: {_one_line(exc)}", file=sys.stderr)
+        return EXIT_FAILURE
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -86,9 +86,15 @@ class FaissOracle(EuclideanOracle):
         except RuntimeError as exc:
             raise ValueError(f"faiss cannot parse factory {self.factory!r}: {str(exc).splitlines()[-1]}") from None
         x32 = np.ascontiguousarray(points, dtype=np.float32)
-        if not index.is_trained:
-            index.train(x32)
-        index.add(x32)
+        try:
+            if not index.is_trained:
+                index.train(x32)
+            index.add(x32)
+        except RuntimeError as exc:  # e.g. fewer training points than IVF lists
+            reason = str(exc).splitlines()[-1].split("Error: ")[-1] if str(exc).strip() else type(exc).__name__
+            raise ValueError(
+                f"faiss cannot build {self.factory!r} on {points.shape[0]} points of dimension {points.shape[1]}: {reason}"
+            ) from None
         space = faiss.ParameterSpace()
         for key, value in (("nprobe", self.nprobe), ("efSearch", self.ef_search)):
             if value is not None:
