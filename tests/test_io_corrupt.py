@@ -27,6 +27,7 @@ SETTINGS = {
     "hkdtree": {"leaf_size": 4},
     "vamana": {"R": 6, "L": 8},
     "recentering": {},
+    "shells": {"oracle": "lsh:tables=3,bits=6", "width": 3.0},
 }
 
 
@@ -287,6 +288,17 @@ VAMANA_CASES = [
     ("missing-array", _drop("state/medoid"), r"not a VamanaIndex state: missing arrays \['medoid'\]"),
 ]
 
+# shells with LSH store no arrays (rebuilt on load from points, settings and seed): their settings are checked
+SHELLS_CASES = [
+    ("width-below-one", _header("params", {"width": 0.5}), r"damaged hypann index file: width must be > 1.0, got width=0.5"),
+    ("width-nan", _header("params", {"width": float("nan")}), r"width must be a finite number"),
+    ("n-shells-zero", _header("params", {"width": 3.0, "n_shells": 0}), r"n_shells must be a positive integer"),
+    ("lsh-tables-zero", _header("oracle", "lsh:tables=0,bits=6"), r"tables must be a positive integer, got tables=0"),
+    ("lsh-unknown-setting", _header("oracle", "lsh:planes=3"), r"bad settings for oracle 'lsh'"),
+    ("oracle-unknown", _header("oracle", "annoy"), r"unknown oracle 'annoy'"),
+    ("stray-state", _add("state/tables", np.zeros(3)), r"algorithm 'shells' stores no state, but got arrays \['tables'\]"),
+]
+
 # damage anywhere in the file, for every algorithm (recentering stores no state)
 COMMON_CASES = [
     ("points-nan", _set("points", (2, 0), np.nan), r"'points': points contains NaN or inf"),
@@ -315,7 +327,8 @@ COMMON_CASES = [
 CASES = (
     [("hkdtree", *c) for c in TREE_CASES]
     + [("vamana", *c) for c in VAMANA_CASES]
-    + [(algo, *c) for algo in ("hkdtree", "vamana", "recentering") for c in COMMON_CASES]
+    + [("shells", *c) for c in SHELLS_CASES]
+    + [(algo, *c) for algo in ("hkdtree", "vamana", "recentering", "shells") for c in COMMON_CASES]
 )
 
 

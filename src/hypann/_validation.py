@@ -3,7 +3,9 @@
 Everything that enters hypann from a user (index build/search, the CLI,
 datasets) goes through :func:`check_points` once and comes out as float64,
 C-contiguous Poincare points of unit curvature together with their conformal
-factors ``1 - |x|^2``. Private code trusts its arguments.
+factors ``1 - |x|^2``. Arrays of a search structure read back from a file are
+untrusted too: ``validate_state`` of each structure checks them with the
+``check_state_*`` helpers below. Private code trusts its arguments.
 """
 
 from __future__ import annotations

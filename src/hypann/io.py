@@ -201,8 +201,8 @@ def _check_header_fields(header, path):
     if header.get("oracle") is not None and not isinstance(header.get("oracle"), str):
         raise bad("oracle", "an oracle spec string or null")
     rs = header.get("random_state")
-    if rs is not None and not (is_int(rs) and 0 <= rs < 2**63):
-        raise bad("random_state", "null or an integer in [0, 2**63)")
+    if rs is not None and not (is_int(rs) and rs >= 0):
+        raise bad("random_state", "null or an integer >= 0")
     if not isinstance(header.get("hypann_version", ""), str):
         raise bad("hypann_version", "a version string")
     if header["format_version"] >= 2 and not (isinstance(header.get("sha256"), str) and len(header["sha256"]) == 64):

@@ -64,10 +64,10 @@ import numpy as np
 from hypann._validation import (
     check_positive_int,
     check_state_array,
-    common_length,
     check_state_fields,
     check_stored_points,
     check_stored_queries,
+    common_length,
     first_bad,
     state_error,
 )
