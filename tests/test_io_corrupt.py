@@ -12,6 +12,7 @@ damaged ``start`` returned wrong neighbours. Run once with
 from __future__ import annotations
 
 import json
+import re
 import zipfile
 
 import numpy as np
@@ -463,3 +464,45 @@ def test_non_index_files_say_what_was_expected(tmp_path):
     np.savez(tmp_path / "bad_json.npz", header=np.frombuffer(b"{not json", dtype=np.uint8))
     with pytest.raises(ValueError, match=r"damaged hypann index file: the header is not UTF-8 JSON"):
         hypann.load(tmp_path / "bad_json.npz")
+
+
+@pytest.mark.parametrize("algo", ["hkdtree", "vamana"])
+def test_random_single_entry_changes_are_rejected_or_harmless(saved, tmp_path, algo):
+    """Change one entry of one state array (checksum recomputed): either a ValueError naming a state
+    field, or a structure that is still valid -- for the exact kd-tree that means the very same
+    answers as brute force (e.g. a larger box only prunes less), for Vamana another graph whose
+    answers are real points at their true distances."""
+    _, header, arrays, _ = saved[algo]
+    names = sorted(k for k in arrays if k.startswith("state/"))
+    Q = _points()[::4] * 0.9
+    everything = hypann.HyperbolicIndex(algorithm="brute").build(_points()).search(Q, N)
+    true_dist = np.empty((len(Q), N))
+    np.put_along_axis(true_dist, everything.indices, everything.distances, axis=1)
+    rng = np.random.default_rng(23)
+    path = tmp_path / "changed.hypann"
+    rejected = 0
+    for _ in range(150):
+        changed = dict(arrays)
+        name = names[rng.integers(len(names))]
+        value = changed[name].copy()
+        flat = value.reshape(-1)
+        i = rng.integers(flat.size)
+        if value.dtype.kind == "i":
+            flat[i] += rng.choice([-2, -1, 1, 2, 5])
+        else:
+            flat[i] *= 1 + rng.choice([-1, 1]) * 10.0 ** rng.integers(-15, 0)
+        changed[name] = value
+        _write(path, header, changed)
+        try:
+            back = hypann.load(path)
+        except ValueError as exc:
+            assert re.search(r"damaged hypann index file: (HyperbolicKDTree|VamanaIndex) state '\w+'", str(exc))
+            rejected += 1
+            continue
+        got = back.search(Q, 4)
+        if algo == "hkdtree":
+            np.testing.assert_array_equal(got.distances, everything.distances[:, :4])
+        else:
+            assert np.all((got.indices >= 0) & (got.indices < N))
+            np.testing.assert_allclose(got.distances, np.take_along_axis(true_dist, got.indices, axis=1), rtol=1e-12)
+    assert rejected > 50
