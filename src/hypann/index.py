@@ -7,9 +7,9 @@ import logging
 import numpy as np
 
 from hypann import _validation as V
-from hypann.geometry.poincare import dist_from_delta
+from hypann.geometry.poincare import delta_from_dist, dist_from_delta
 from hypann.oracles.base import EuclideanOracle
-from hypann.result import SearchResult, SearchStats
+from hypann.result import RangeSearchResult, SearchResult, SearchStats
 from hypann.search.registry import algorithm_class, make_algorithm
 
 log = logging.getLogger(__name__)
@@ -142,6 +142,45 @@ class HyperbolicIndex:
             return SearchResult(np.empty((0, k), np.int64), np.empty((0, k)), SearchStats.zeros(0))
         ids, deltas, stats = self.algorithm_.search(queries, q_conf, k, budget=budget, **query_params)
         return self._result(ids, deltas, stats)
+
+    def search_radius(self, Q, r) -> RangeSearchResult:
+        """Every indexed point within hyperbolic distance ``r`` of each query (range search).
+
+        Exact for ``algorithm="hkdtree"`` and ``"brute"``, and for
+        ``"recentering"`` over an exact oracle with ball queries (``"kdtree"``,
+        ``"brute"``); other algorithms raise ``NotImplementedError``. The kd-tree
+        prunes a node when ``mindist(q, box)^2 / ((1-|q|^2) max_B(1-|x|^2))``
+        exceeds ``sinh^2(sqrt(c) r / 2)``; Recentering asks its oracle for the
+        Euclidean ball of the hyperbolic ball. Candidates are then kept when
+        their distance, computed as for :meth:`search`, is ``<= r``.
+
+        Parameters
+        ----------
+        Q : array_like of shape (m, d)
+            Queries in the index's model and curvature.
+        r : float or array_like of shape (m,)
+            Radius per query (``>= 0``, finite), in the index's curvature.
+            ``r = 0`` returns the exact duplicates of the query.
+
+        Returns
+        -------
+        RangeSearchResult
+            ``offsets`` (m+1,), ``indices`` and ``distances`` (ascending per query).
+        """
+        self._check_fitted()
+        queries, q_conf = V.check_points(Q, name="Q", model=self.model, c=self.c, dim=self.dim_, allow_empty=True)
+        m = queries.shape[0]
+        radius = V.check_radius(r, m)
+        # a slightly larger surrogate limit for the search; the exact test is on the distances below
+        limits = delta_from_dist(radius * np.sqrt(self.c)) * (1.0 + 1e-12) + 1e-300
+        offsets, ids, deltas = self.algorithm_.search_radius(queries, q_conf, np.ascontiguousarray(limits))
+        distances = dist_from_delta(deltas) / np.sqrt(self.c)
+        rows = np.repeat(np.arange(m), np.diff(offsets))
+        keep = distances <= radius[rows]
+        counts = np.bincount(rows[keep], minlength=m)
+        new_offsets = np.zeros(m + 1, dtype=np.int64)
+        np.cumsum(counts, out=new_offsets[1:])
+        return RangeSearchResult(new_offsets, ids[keep].astype(np.int64), distances[keep])
 
     def _result(self, ids, deltas, stats):
         ids = np.asarray(ids, dtype=np.int64)
