@@ -23,7 +23,7 @@ def test_build_search_info(tmp_path, rng, capsys):
     np.save(tmp_path / "X.npy", X)
     np.save(tmp_path / "Q.npy", Q)
     idx = tmp_path / "idx.hypann"
-    assert main(["build", str(tmp_path / "X.npy"), "-o", str(idx), "--oracle", "kdtree", "--seed", "1"]) == 0
+    assert main(["build", str(tmp_path / "X.npy"), "-o", str(idx), "--algorithm", "recentering", "--oracle", "kdtree", "--seed", "1"]) == 0
     assert main(["search", str(idx), str(tmp_path / "Q.npy"), "-k", "3", "-o", str(tmp_path / "out.npz")]) == 0
     with np.load(tmp_path / "out.npz") as z:
         assert z["indices"].shape == (5, 3) and np.all(np.diff(z["distances"], axis=1) >= 0)
@@ -48,6 +48,17 @@ def test_demo_quick(capsys):
     assert main(["demo", "--quick", "--queries", "50"]) == 0
     out = capsys.readouterr().out
     assert "Recentering + cKDTree (exact)" in out and "Spherical-Shell + LSH" in out and "numpy brute force" in out
+
+
+def test_version_is_the_package_version(capsys):
+    import hypann
+    from importlib.metadata import version
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--version"])
+    assert exit_info.value.code == 0
+    assert capsys.readouterr().out.strip() == f"hypann {version('hypann')}"
+    assert hypann.__version__ == version("hypann")
 
 
 # --------------------------------------------------------------------------- user errors: one line, no traceback
@@ -91,9 +102,9 @@ USAGE_ERRORS = [
     (["build", "{d}/X.npy", "-o", "{d}/no_such_folder/new"], r"cannot write '.*new': folder '.*no_such_folder' does not exist"),
     (["build", "{d}/X.npy", "-o", "{d}/X.npy/new"], r"cannot write '.*new': '.*X\.npy' is not a folder"),
     (["build", "{d}/X.npy", "-o", "{d}"], r"cannot write '.*': it is a directory"),
-    (["build", "{d}/X.npy", "-o", "{d}/new", "--oracle", "nosuch"], r"unknown oracle 'nosuch'; expected one of .*"),
-    (["build", "{d}/X.npy", "-o", "{d}/new", "--oracle", "kdtree:leaf_size"], r"bad setting 'leaf_size' in oracle spec 'kdtree:leaf_size': expected key=value"),
-    (["build", "{d}/X.npy", "-o", "{d}/new", "--param", "R"], r"--param expects key=value, got 'R'"),
+    (["build", "{d}/X.npy", "-o", "{d}/new", "--algorithm", "recentering", "--oracle", "nosuch"], r"unknown oracle 'nosuch'; expected one of .*"),
+    (["build", "{d}/X.npy", "-o", "{d}/new", "--algorithm", "recentering", "--oracle", "kdtree:leaf_size"], r"bad setting 'leaf_size' in oracle spec 'kdtree:leaf_size': expected key=value"),
+    (["build", "{d}/X.npy", "-o", "{d}/new", "--algorithm", "vamana", "--param", "R"], r"--param expects key=value, got 'R'"),
     (["build", "{d}/X.npy", "-o", "{d}/new", "--algorithm", "hkdtree", "--param", "leaf_size=0"], r"leaf_size must be a positive integer, got leaf_size=0"),
     (["build", "{d}/X.npy", "-o", "{d}/new", "--algorithm", "nosuch"], r"unknown algorithm 'nosuch'; expected one of .*"),
     (["search", "{d}/X.npy", "{d}/Q.npy"], r"'.*X\.npy' is not a hypann index file \(expected an \.npz archive written by HyperbolicIndex\.save\): .*"),
@@ -130,7 +141,7 @@ def test_usage_errors_are_one_line_and_status_2(files, capsys, argv, pattern):
 
 def test_oracle_library_error_is_a_message(files, capsys):
     pytest.importorskip("faiss")
-    code, err = _run(["build", files / "X.npy", "-o", files / "new", "--oracle", "faiss:IVF1024,Flat"], capsys)
+    code, err = _run(["build", files / "X.npy", "-o", files / "new", "--algorithm", "recentering", "--oracle", "faiss:IVF1024,Flat"], capsys)
     assert code == 2
     _one_error_line(err, r"faiss cannot build 'IVF1024,Flat' on 120 points of dimension 3: .*Number of training points \(120\).*")
     assert not (files / "new").exists()

@@ -324,3 +324,55 @@ def test_errors_name_the_bad_value():
         tree.search_exact(X, cx, 1, budget=np.ones(3))
     with pytest.raises(ValueError, match="centers, queries and q_conformal must have m=50 rows"):
         tree.knn_tracking(X, 1, X[:3], cx[:3])
+
+
+# --------------------------------------------------------------------------- seeded search and range search
+
+
+@given(
+    seed=st.integers(0, 2**31),
+    n=st.integers(1, 300),
+    k=st.integers(1, 10),
+    n_seeds=st.integers(0, 15),
+)
+def test_search_exact_with_any_seeds_stays_exact(seed, n, k, n_seeds):
+    # Seeds may be good, bad, repeated, out of range or -1: the answer is exact anyway.
+    X, cx = _data(seed, n, 4, n_dup=n // 8)
+    Q, cq = _queries(seed, X, 10)
+    rng = np.random.default_rng(seed)
+    tree = HyperbolicKDTree(leaf_size=4).build(X, cx)
+    seeds = rng.integers(-2, n + 2, (len(Q), n_seeds))
+    ids, deltas, samples = tree.search_exact(Q, cq, k, seed_ids=seeds)
+    ref_ids, ref_d = brute_knn_delta(Q, cq, X, cx, k)
+    np.testing.assert_array_equal(deltas, ref_d)
+    np.testing.assert_array_equal(delta_to_candidates(Q, cq, X, cx, ids), deltas)
+    for row in ids:
+        valid = row[row >= 0]
+        assert len(set(valid.tolist())) == len(valid)
+
+
+def test_search_exact_seeded_with_the_answer_examines_no_more_points():
+    X, cx = _data(11, 4000, 6)
+    Q, cq = _queries(11, X, 50)
+    tree = HyperbolicKDTree().build(X, cx)
+    ref_ids, ref_d = brute_knn_delta(Q, cq, X, cx, 10)
+    plain = tree.search_exact(Q, cq, 10)
+    seeded = tree.search_exact(Q, cq, 10, seed_ids=ref_ids)
+    np.testing.assert_array_equal(seeded.deltas, ref_d)
+    # best-first already examines only leaves whose bound is below the final
+    # k-th delta (plus the few popped before it was reached): seeds can only cut those
+    assert np.all(seeded.samples <= plain.samples)
+
+
+@given(seed=st.integers(0, 2**31), n=st.integers(1, 300), quantile=st.sampled_from([0.0, 0.01, 0.3, 1.0]))
+def test_search_radius_matches_brute_force(seed, n, quantile):
+    X, cx = _data(seed, n, 3, n_dup=n // 5)
+    Q, cq = _queries(seed, X, 8)
+    all_d = delta_to_candidates(Q, cq, X, cx, np.tile(np.arange(n), (len(Q), 1)))
+    limits = np.quantile(all_d, quantile, axis=1)  # 0 (duplicates only) ... everything
+    offsets, ids, deltas = HyperbolicKDTree(leaf_size=3).build(X, cx).search_radius(Q, cq, limits)
+    for i in range(len(Q)):
+        expect = np.flatnonzero(all_d[i] <= limits[i])
+        got = ids[offsets[i]:offsets[i + 1]]
+        assert sorted(got.tolist()) == sorted(expect.tolist())
+        np.testing.assert_array_equal(deltas[offsets[i]:offsets[i + 1]], np.sort(all_d[i, expect]))

@@ -41,8 +41,12 @@ def saved(tmp_path_factory):
     """For each algorithm: (path, header without sha256, arrays, the built index)."""
     out = {}
     folder = tmp_path_factory.mktemp("saved")
-    for algo, params in SETTINGS.items():
-        index = hypann.HyperbolicIndex(algorithm=algo, random_state=3, **params).build(_points())
+    for algo, params in [*SETTINGS.items(), ("labelled", None)]:
+        if params is None:  # user ids: stored as 'labels'
+            index = hypann.HyperbolicIndex(algorithm="hkdtree", leaf_size=4, random_state=3).build(_points()[:50])
+            index.add(_points()[50:], ids=np.arange(1000, 1000 + N - 50))
+        else:
+            index = hypann.HyperbolicIndex(algorithm=algo, random_state=3, **params).build(_points())
         path = folder / f"{algo}.hypann"
         index.save(path)
         with np.load(path) as z:
@@ -300,6 +304,13 @@ SHELLS_CASES = [
     ("stray-state", _add("state/tables", np.zeros(3)), r"algorithm 'shells' stores no state, but got arrays \['tables'\]"),
 ]
 
+LABEL_CASES = [
+    ("labels-repeated", _set("labels", 3, 1000), r"field 'labels' must hold 60 distinct int64 ids >= 0"),
+    ("labels-negative", _set("labels", 3, -5), r"field 'labels' must hold 60 distinct int64 ids >= 0"),
+    ("labels-int32", _replace("labels", lambda a: a.astype(np.int32)), r"field 'labels' must hold 60 distinct int64 ids >= 0, got int32"),
+    ("labels-short", _replace("labels", lambda a: a[:-1]), r"field 'labels' must hold 60 distinct int64 ids >= 0, got int64 \(59,\)"),
+]
+
 # damage anywhere in the file, for every algorithm (recentering stores no state)
 COMMON_CASES = [
     ("points-nan", _set("points", (2, 0), np.nan), r"'points': points contains NaN or inf"),
@@ -329,6 +340,7 @@ CASES = (
     [("hkdtree", *c) for c in TREE_CASES]
     + [("vamana", *c) for c in VAMANA_CASES]
     + [("shells", *c) for c in SHELLS_CASES]
+    + [("labelled", *c) for c in LABEL_CASES]
     + [(algo, *c) for algo in ("hkdtree", "vamana", "recentering", "shells") for c in COMMON_CASES]
 )
 
@@ -345,7 +357,7 @@ def test_damaged_file_is_a_value_error_naming_the_field(saved, tmp_path, algo, c
     assert repr(str(path)) in str(info.value)  # names the file
 
 
-@pytest.mark.parametrize("algo", sorted(SETTINGS))
+@pytest.mark.parametrize("algo", [*sorted(SETTINGS), "labelled"])
 def test_rewrite_without_damage_loads_and_answers_the_same(saved, tmp_path, algo):
     """The control for the cases above: the rewrite itself is faithful."""
     _, header, arrays, index = saved[algo]

@@ -9,6 +9,9 @@ Layout (a zip archive readable with ``numpy.load(path, allow_pickle=False)``):
     ``random_state`` and ``sha256``.
 ``points``
     (n, d) float64 unit-curvature Poincare points.
+``labels``
+    optional (n,) int64 user ids of the points (distinct, ``>= 0``); absent
+    when the ids are the row numbers.
 ``state/<name>``
     optional arrays of the search structure (graph, tree), so that loading
     does not rebuild it; without them the structure is rebuilt
@@ -83,6 +86,7 @@ def file_digest(header: dict, arrays: dict) -> str:
 def save_index(index, path) -> None:
     """Write a built :class:`~hypann.HyperbolicIndex` to ``path`` (see the module docstring)."""
     params = index.get_params()
+    params.pop("n_jobs", None)  # a runtime setting of this process, not of the file (load(path, n_jobs=...))
     header = {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
@@ -98,6 +102,8 @@ def save_index(index, path) -> None:
         "params": params,
     }
     arrays = {"points": np.asarray(index.points_)}
+    if not index._plain_labels:
+        arrays["labels"] = np.asarray(index.live_.labels)
     for name, arr in index.algorithm_.get_state().items():
         arrays[f"state/{name}"] = np.asarray(arr)
     try:
@@ -195,7 +201,7 @@ def _check_header_fields(header, path):
     params = header.get("params")
     if not isinstance(params, dict) or not all(isinstance(k, str) for k in params):
         raise bad("params", "a JSON object of algorithm settings")
-    reserved = sorted({"algorithm", "oracle", "model", "c", "random_state"} & set(params))
+    reserved = sorted({"algorithm", "oracle", "model", "c", "random_state", "n_jobs"} & set(params))
     if reserved:
         raise bad("params", f"settings other than {reserved} (those are separate header fields)")
     if header.get("oracle") is not None and not isinstance(header.get("oracle"), str):
@@ -222,10 +228,10 @@ def read_metadata(path) -> dict:
 
 
 def _read_checked(path):
-    """Header, points and state arrays of the file at ``path``, checksum and points verified."""
+    """Header, points, labels (or None) and state arrays of the file at ``path``, checksum and points verified."""
     with _open(path) as z:
         header = _parse_header(z, path)
-        unknown = [k for k in z.files if k not in ("header", "points") and not k.startswith("state/")]
+        unknown = [k for k in z.files if k not in ("header", "points", "labels") and not k.startswith("state/")]
         if unknown:
             raise _corrupt(path, f"unexpected arrays {unknown[:8]}")
         if "points" not in z.files:
@@ -244,21 +250,29 @@ def _read_checked(path):
         points, conformal = V.check_points(points, name="points")
     except (ValueError, TypeError) as exc:
         raise _corrupt(path, f"'points': {exc}") from None
+    labels = arrays.pop("labels", None)
+    if labels is not None:
+        n = points.shape[0]
+        if labels.dtype != np.int64 or labels.shape != (n,) or labels.min(initial=0) < 0 or (
+            np.unique(labels).size != n
+        ):
+            raise _corrupt(path, f"field 'labels' must hold {n} distinct int64 ids >= 0, got {labels.dtype} "
+                                 f"{labels.shape}")
     state = {k[len("state/"):]: v for k, v in arrays.items()}
-    return header, points, conformal, state
+    return header, points, conformal, labels, state
 
 
 def load_index(path, **overrides):
     """Read an index written by :func:`save_index`; ``overrides`` replace stored settings.
 
-    With overrides the search structure is rebuilt from the stored points
-    (the stored one was built with other settings).
+    With overrides other than ``n_jobs`` the search structure is rebuilt from
+    the stored points (the stored one was built with other settings).
     """
     from hypann.index import HyperbolicIndex
     from hypann.search.registry import make_algorithm
 
     path = os.fspath(path)
-    header, points, conformal, state = _read_checked(path)
+    header, points, conformal, labels, state = _read_checked(path)
     settings = {
         "algorithm": header["algorithm"],
         "oracle": header["oracle"],
@@ -273,12 +287,15 @@ def load_index(path, **overrides):
         make_algorithm(stored.algorithm, stored.params)
     except (ValueError, TypeError) as exc:
         raise _corrupt(path, f"stored settings: {exc}") from None
-    if overrides:
+    if any(name != "n_jobs" for name in overrides):  # changed settings: the stored state no longer applies
         settings.update(overrides)
         index = HyperbolicIndex(**settings)
         index._check_settings()
-        return index._build_validated(points, conformal)
+        return index._build_validated(points, conformal, labels=labels)
+    if overrides:
+        stored = HyperbolicIndex(**settings, **overrides)
+        stored._check_settings()
     try:
-        return stored._build_validated(points, conformal, state=state)
+        return stored._build_validated(points, conformal, state=state, labels=labels)
     except (ValueError, TypeError) as exc:
         raise _corrupt(path, str(exc)) from None

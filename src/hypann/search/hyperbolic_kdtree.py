@@ -384,8 +384,15 @@ _HEAP_START = 64
 
 
 @nb.njit(cache=True)
-def _search_exact_one(pts, conf, perm, lo, hi, left, right, start, end, max_conf, q, cq, limit, hd, hid):
+def _search_exact_one(pts, conf, perm, lo, hi, left, right, start, end, max_conf, q, cq, limit, hd, hid, seeded,
+                      alive):
     """One query of :func:`_search_exact`; fills ``hd``/``hid`` and returns the samples.
+
+    With ``seeded`` the lists arrive holding candidates with their true
+    ``delta`` (e.g. a graph search's answer): their k-th value prunes from the
+    start, and a point already listed is not inserted twice. ``alive`` (one
+    flag per tree position, or empty for "all") skips removed points; the
+    node bounds stay valid lower bounds for the points left.
 
     A separate (serial) function: the heap is allocated and grown here, private
     to the calling thread. The heap grows before every push that would
@@ -410,12 +417,14 @@ def _search_exact_one(pts, conf, perm, lo, hi, left, right, start, end, max_conf
         a = left[node]
         if a < 0:
             for t in range(start[node], end[node]):
+                if alive.shape[0] and not alive[t]:
+                    continue
                 if cnt >= limit:
                     stop = True
                     break
                 cnt += 1
                 h = delta_row(q, cq, pts[t], conf[t])
-                if h < hd[k - 1]:
+                if h < hd[k - 1] and not (seeded and _listed(hid, perm[t])):
                     insert_sorted(hd, hid, h, perm[t])
             continue
         b = right[node]
@@ -430,8 +439,18 @@ def _search_exact_one(pts, conf, perm, lo, hi, left, right, start, end, max_conf
     return cnt
 
 
+@nb.njit(cache=True, inline="always")
+def _listed(ids, ident):
+    """Whether ``ident`` is in the short list ``ids``."""
+    for t in range(ids.shape[0]):
+        if ids[t] == ident:
+            return True
+    return False
+
+
 @nb.njit(cache=True, parallel=True)
-def _search_exact(pts, conf, perm, lo, hi, left, right, start, end, max_conf, queries, q_conf, k, budget):
+def _search_exact(pts, conf, perm, lo, hi, left, right, start, end, max_conf, queries, q_conf, budget, out_i, out_d,
+                  seeded, alive):
     """Exact ``delta`` k-NN with the hyperbolic box bound, best-first (see module docstring).
 
     Open nodes sit in a min-heap keyed by their lower bound (the priority
@@ -441,15 +460,75 @@ def _search_exact(pts, conf, perm, lo, hi, left, right, start, end, max_conf, qu
     examined first. Returns ``(ids, deltas, samples)``, ``-1``/``inf`` pad.
     """
     m = queries.shape[0]
-    out_d = np.full((m, k), np.inf)
-    out_i = np.full((m, k), -1, dtype=np.int64)
     samples = np.zeros(m, dtype=np.int64)
     for i in nb.prange(m):
         samples[i] = _search_exact_one(
             pts, conf, perm, lo, hi, left, right, start, end, max_conf, queries[i], q_conf[i], budget[i],
-            out_d[i], out_i[i],
+            out_d[i], out_i[i], seeded, alive,
         )
-    return out_i, out_d, samples
+    return samples
+
+
+@nb.njit(cache=True)
+def _range_one(pts, conf, perm, lo, hi, left, right, start, end, max_conf, alive, q, cq, limit, out_i, out_d):
+    """Points of one query with ``delta <= limit``, by the same hyperbolic box bound.
+
+    Writes at most ``out_i.shape[0]`` hits (pass empty arrays to count only)
+    and returns the number of hits found. Depth-first; the stack grows.
+    """
+    st = np.empty(64, dtype=np.int64)
+    st[0] = 0
+    sp = 1
+    found = 0
+    cap = out_i.shape[0]
+    while sp > 0:
+        sp -= 1
+        node = st[sp]
+        if _box_sq_mindist(q, lo[node], hi[node]) / (cq * max_conf[node]) > limit:
+            continue
+        a = left[node]
+        if a < 0:
+            for t in range(start[node], end[node]):
+                if alive.shape[0] and not alive[t]:
+                    continue
+                h = delta_row(q, cq, pts[t], conf[t])
+                if h <= limit:
+                    if found < cap:
+                        out_i[found] = perm[t]
+                        out_d[found] = h
+                    found += 1
+            continue
+        if sp + 2 > st.shape[0]:
+            grown = np.empty(2 * st.shape[0], dtype=np.int64)
+            grown[:sp] = st[:sp]
+            st = grown
+        st[sp] = right[node]
+        st[sp + 1] = a
+        sp += 2
+    return found
+
+
+@nb.njit(cache=True, parallel=True)
+def _range_count(pts, conf, perm, lo, hi, left, right, start, end, max_conf, alive, queries, q_conf, limits):
+    """Hits per query of :func:`_range_one` (first pass of a range search)."""
+    m = queries.shape[0]
+    counts = np.zeros(m, dtype=np.int64)
+    no_i = np.empty(0, dtype=np.int64)
+    no_d = np.empty(0)
+    for i in nb.prange(m):
+        counts[i] = _range_one(pts, conf, perm, lo, hi, left, right, start, end, max_conf, alive, queries[i], q_conf[i],
+                               limits[i], no_i, no_d)
+    return counts
+
+
+@nb.njit(cache=True, parallel=True)
+def _range_fill(pts, conf, perm, lo, hi, left, right, start, end, max_conf, alive, queries, q_conf, limits, offsets,
+                ids, deltas):
+    """Second pass: hits of query ``i`` into ``ids/deltas[offsets[i]:offsets[i+1]]``."""
+    m = queries.shape[0]
+    for i in nb.prange(m):
+        _range_one(pts, conf, perm, lo, hi, left, right, start, end, max_conf, alive, queries[i], q_conf[i], limits[i],
+                   ids[offsets[i]:offsets[i + 1]], deltas[offsets[i]:offsets[i + 1]])
 
 
 # --------------------------------------------------------------------------- tree
@@ -789,7 +868,7 @@ class HyperbolicKDTree:
         )
         return e_sq, e_id, samples
 
-    def search_exact(self, queries, q_conformal, k, budget=None) -> KNNResult:
+    def search_exact(self, queries, q_conformal, k, budget=None, *, seed_ids=None, removed=None) -> KNNResult:
         """Exact hyperbolic k-NN by ``delta`` with hyperbolic box pruning.
 
         A node is skipped when the lower bound
@@ -810,23 +889,112 @@ class HyperbolicKDTree:
         k : int
         budget : None, int or ndarray of shape (m,)
             Optional sample limit per query (then the answer may be inexact).
+        seed_ids : ndarray of shape (m, s), int, optional
+            Candidate ids per query (``-1`` for none), e.g. an approximate
+            graph search's answer. Their ``delta`` is recomputed here and the
+            best ``k`` of them start the search, so the tree prunes with their
+            k-th ``delta`` from the first node on. The answer is exact whatever
+            the seeds are; good seeds only make it cheaper.
+        removed : ndarray of shape (n,), bool, optional
+            Input rows to skip (deleted points), by input row id.
 
         Returns
         -------
         KNNResult
             ``(ids, deltas, samples)``; ids int64 (m, k) and deltas ascending,
             ``-1`` / ``inf`` where fewer than k points exist. Ties in ``delta``
-            may be resolved by any of the tied ids.
+            may be resolved by any of the tied ids. ``samples`` counts the
+            points examined by the tree (not the seeds).
         """
         self._check_fitted()
         k = check_positive_int(k, "k")
         queries, q_conformal = check_stored_queries(queries, q_conformal, self.dim_)
         m = queries.shape[0]
-        ids, deltas, samples = _search_exact(
+        out_i = np.full((m, k), -1, dtype=np.int64)
+        out_d = np.full((m, k), np.inf)
+        seeded = seed_ids is not None
+        if seeded:
+            out_i, out_d = self._seed_lists(queries, q_conformal, k, seed_ids)
+        samples = _search_exact(
             self.points_, self.conformal_, self.indices_, self.lo_, self.hi_, self.left_, self.right_,
-            self.start_, self.end_, self.max_conformal_, queries, q_conformal, k, _budget_array(budget, m),
+            self.start_, self.end_, self.max_conformal_, queries, q_conformal, _budget_array(budget, m),
+            out_i, out_d, seeded, self._alive(removed),
         )
-        return KNNResult(ids, deltas, samples)
+        return KNNResult(out_i, out_d, samples)
+
+    def _alive(self, removed):
+        """Per tree position: 1 for points to consider; empty when none is removed."""
+        if removed is None:
+            return np.empty(0, dtype=np.uint8)
+        removed = np.asarray(removed, dtype=bool)
+        if removed.shape != (self.n_points_,):
+            raise ValueError(f"removed must have shape ({self.n_points_},), got {removed.shape}")
+        return np.ascontiguousarray(~removed[self.indices_], dtype=np.uint8)
+
+    def _seed_lists(self, queries, q_conformal, k, seed_ids):
+        """Best ``k`` distinct valid seeds per row with their true ``delta``; ``-1``/``inf`` pad."""
+        m = queries.shape[0]
+        seeds = np.asarray(seed_ids)
+        if seeds.ndim != 2 or seeds.shape[0] != m or seeds.dtype.kind not in "iu":
+            raise ValueError(f"seed_ids must be an integer array of shape ({m}, s), got {seeds.dtype} {seeds.shape}")
+        seeds = seeds.astype(np.int64)
+        seeds = np.where((seeds >= 0) & (seeds < self.n_points_), seeds, -1)
+        seeds = np.sort(seeds, axis=1)
+        seeds[:, 1:][seeds[:, 1:] == seeds[:, :-1]] = -1  # one copy of each id
+        # delta of the seeds from the stored points (rows of points_ are in tree order)
+        pos = np.empty(self.n_points_, dtype=np.int64)
+        pos[self.indices_] = np.arange(self.n_points_)
+        rows = np.where(seeds >= 0, pos[np.maximum(seeds, 0)], -1)
+        deltas = _kernels.delta_to_candidates(queries, q_conformal, self.points_, self.conformal_, rows)
+        order = np.argsort(deltas, axis=1, kind="stable")[:, :k]
+        out_d = np.full((m, k), np.inf)
+        out_i = np.full((m, k), -1, dtype=np.int64)
+        take = order.shape[1]
+        out_d[:, :take] = np.take_along_axis(deltas, order, 1)
+        out_i[:, :take] = np.take_along_axis(seeds, order, 1)
+        out_i[~np.isfinite(out_d)] = -1
+        return np.ascontiguousarray(out_i), np.ascontiguousarray(out_d)
+
+    def search_radius(self, queries, q_conformal, delta_limit, *, removed=None):
+        """All points with ``delta(q, x) <= delta_limit[i]`` for each query: exact range search.
+
+        Nodes are pruned with the same lower bound as :meth:`search_exact`
+        (``mindist^2 / (cq * max_conformal) > limit``), which never exceeds the
+        computed ``delta`` of a point of the node, so no point is missed. Two
+        passes (count, then fill), so no buffer is sized by a guess.
+
+        Parameters
+        ----------
+        queries : ndarray of shape (m, d)
+        q_conformal : ndarray of shape (m,)
+        delta_limit : ndarray of shape (m,)
+            Largest ``delta`` to report per query (``>= 0``).
+        removed : ndarray of shape (n,), bool, optional
+            Input rows to skip (deleted points).
+
+        Returns
+        -------
+        offsets : ndarray of shape (m+1,), int64
+            Hits of query ``i`` are ``ids[offsets[i]:offsets[i+1]]``.
+        ids : ndarray of int64
+        deltas : ndarray of float64
+            Sorted ascending within each query.
+        """
+        self._check_fitted()
+        queries, q_conformal = check_stored_queries(queries, q_conformal, self.dim_)
+        m = queries.shape[0]
+        limits = np.ascontiguousarray(np.broadcast_to(np.asarray(delta_limit, dtype=np.float64), (m,)))
+        arrays = (self.points_, self.conformal_, self.indices_, self.lo_, self.hi_, self.left_, self.right_,
+                  self.start_, self.end_, self.max_conformal_, self._alive(removed))
+        counts = _range_count(*arrays, queries, q_conformal, limits)
+        offsets = np.zeros(m + 1, dtype=np.int64)
+        np.cumsum(counts, out=offsets[1:])
+        ids = np.empty(offsets[-1], dtype=np.int64)
+        deltas = np.empty(offsets[-1])
+        _range_fill(*arrays, queries, q_conformal, limits, offsets, ids, deltas)
+        owner = np.repeat(np.arange(m), counts)
+        order = np.lexsort((ids, deltas, owner))
+        return offsets, ids[order], deltas[order]
 
     def __repr__(self):
         fitted = f", n_points={self.n_points_}, dim={self.dim_}, n_nodes={self.n_nodes_}" if hasattr(
@@ -877,9 +1045,9 @@ class HyperbolicKDTreeOracle(EuclideanOracle):
         """See :meth:`HyperbolicKDTree.knn_tracking`."""
         return self.tree_.knn_tracking(centers, k, queries, q_conformal, budget)
 
-    def search_exact(self, queries, q_conformal, k, budget=None) -> KNNResult:
+    def search_exact(self, queries, q_conformal, k, budget=None, **options) -> KNNResult:
         """See :meth:`HyperbolicKDTree.search_exact`."""
-        return self.tree_.search_exact(queries, q_conformal, k, budget)
+        return self.tree_.search_exact(queries, q_conformal, k, budget, **options)
 
     @property
     def nbytes(self):
