@@ -9,6 +9,12 @@ Layout (a zip archive readable with ``numpy.load(path, allow_pickle=False)``):
     ``random_state``, ``points_sha256``.
 ``points``
     (n, d) float64 unit-curvature Poincare points.
+``conformal``
+    (n,) float64 stored conformal factors ``1-|x|^2``, checksummed in the
+    header (``conformal_sha256``). They were taken from the caller's own
+    coordinates (curvature ``c``, or the Lorentz model) and cannot be
+    recomputed from ``points`` to the same precision. Files without them
+    (written before this array existed) recompute them from ``points``.
 ``state/<name>``
     optional arrays of the search structure (graph, tree), so that loading
     does not rebuild it; without them the structure is rebuilt
@@ -58,12 +64,14 @@ def save_index(index, path) -> None:
         "random_state": params.pop("random_state"),
         "params": params,
         "points_sha256": _sha256(index.points_),
+        "conformal_sha256": _sha256(index.conformal_),
     }
     try:
         header_bytes = json.dumps(header).encode()
     except TypeError as exc:
         raise ValueError(f"index settings are not JSON-serializable, cannot save: {exc}") from None
-    arrays = {"header": np.frombuffer(header_bytes, dtype=np.uint8), "points": index.points_}
+    arrays = {"header": np.frombuffer(header_bytes, dtype=np.uint8), "points": index.points_,
+              "conformal": index.conformal_}
     for name, arr in index.algorithm_.get_state().items():
         arrays[f"state/{name}"] = np.asarray(arr)
     folder = os.path.dirname(os.path.abspath(path))
@@ -116,11 +124,16 @@ def load_index(path, **overrides):
         header = _header(z, path)
         try:
             points = np.ascontiguousarray(z["points"], dtype=np.float64)
+            conformal = np.ascontiguousarray(z["conformal"], dtype=np.float64) if "conformal" in z.files else None
             state = {k[len("state/"):]: z[k] for k in z.files if k.startswith("state/")}
         except (KeyError, ValueError, zipfile.BadZipFile, OSError, EOFError) as exc:
             raise ValueError(f"{path!r} is a corrupt hypann index file: {exc}") from None
     if points.shape != (header["n"], header["d"]) or _sha256(points) != header["points_sha256"]:
         raise ValueError(f"{path!r} is a corrupt hypann index file: points do not match the header checksum")
+    if conformal is None:
+        conformal = _kernels.conformal_factor(points)
+    elif conformal.shape != (header["n"],) or _sha256(conformal) != header.get("conformal_sha256"):
+        raise ValueError(f"{path!r} is a corrupt hypann index file: conformal does not match the header checksum")
     settings = {
         "algorithm": header["algorithm"],
         "oracle": header["oracle"],
@@ -132,5 +145,4 @@ def load_index(path, **overrides):
     settings.update(overrides)
     index = HyperbolicIndex(**settings)
     index._check_settings()
-    conformal = _kernels.conformal_factor(points)
     return index._build_validated(points, conformal, state=None if overrides else state)

@@ -14,18 +14,25 @@ The Lorentz -> Poincare map ``xs / (1 + x0)`` involves no cancellation and is
 the accurate direction; the Minkowski inner product ``x0 y0 - xs.ys`` cancels
 catastrophically for points far from the origin, which is why hypann searches
 in the Poincare ball.
+
+Near the boundary the *conformal factor* ``1 - c|p|^2`` of the converted point
+must not be taken from the rounded ``p`` (``|p|`` is within ``1e-13`` of
+``1/sqrt(c)`` at hyperbolic norm 30, and rounding ``p`` costs that many
+digits): :func:`lorentz_conformal_factor` takes it from the Lorentz
+coordinates themselves.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from hypann.geometry.poincare import conformal_factor
+from hypann.geometry.poincare import _two_product, _two_square, _two_sum, conformal_factor
 
 __all__ = [
     "minkowski_inner",
     "lorentz_dist",
     "lorentz_to_poincare",
+    "lorentz_conformal_factor",
     "poincare_to_lorentz",
     "klein_to_poincare",
     "poincare_to_klein",
@@ -45,13 +52,19 @@ def lorentz_dist(x, y, *, c: float = 1.0):
     .. math::
 
         d(x, y) = \\frac{1}{\\sqrt c}\\operatorname{arccosh}(-c\\langle x, y\\rangle_L)
+                = \\frac{2}{\\sqrt c}\\operatorname{asinh}\\sqrt{\\frac{c\\|p-q\\|^2}{\\lambda_p\\lambda_q}}
 
-    evaluated as the Poincare distance of the converted points, which avoids
-    the cancellation of ``-<x, y>_L`` (terms of size ``cosh(d(0,x))``).
+    evaluated as the Poincare distance of the converted points ``p``, ``q``
+    (:func:`lorentz_to_poincare`), which avoids the cancellation of
+    ``-<x, y>_L`` (terms of size ``cosh(d(0,x))``), with the conformal
+    factors ``lambda = 1 - c|p|^2`` taken from the Lorentz coordinates
+    (:func:`lorentz_conformal_factor`), not from the rounded ``p``.
     """
-    from hypann.geometry.poincare import dist
+    from hypann.geometry.poincare import delta, dist_from_delta
 
-    return dist(lorentz_to_poincare(x, c=c), lorentz_to_poincare(y, c=c), c=c)
+    p, q = lorentz_to_poincare(x, c=c), lorentz_to_poincare(y, c=c)
+    cp, cq = lorentz_conformal_factor(x, c=c), lorentz_conformal_factor(y, c=c)
+    return dist_from_delta(delta(p, q, cx=cp, cy=cq, c=c), c=c)
 
 
 def lorentz_to_poincare(x, *, c: float = 1.0):
@@ -62,6 +75,52 @@ def lorentz_to_poincare(x, *, c: float = 1.0):
     x = np.asarray(x, dtype=np.float64)
     s = np.sqrt(c)
     return x[..., 1:] / (1.0 + s * x[..., :1])
+
+
+def lorentz_conformal_factor(x, *, c: float = 1.0):
+    """Conformal factor ``1 - c|p|^2`` of ``p = lorentz_to_poincare(x, c)``, from ``x`` itself.
+
+    With ``s = sqrt(c) x0`` and the hyperboloid residual
+    ``eps = c (x0^2 - |xs|^2) - 1`` (zero on the hyperboloid),
+
+    .. math::
+
+        1 - c\\|p\\|^2 = \\frac{(1+s)^2 - c\\|x_s\\|^2}{(1+s)^2}
+                     = \\frac{1}{1+s}\\Big(2 + \\frac{\\epsilon}{1+s}\\Big),
+
+    which is ``2 / (1 + sqrt(c) x0)`` on the hyperboloid. ``eps`` is formed in
+    double-double from the caller's coordinates (``x0^2`` and ``|xs|^2``
+    cancel to 1 part in ``c x0^2``), so the result is the conformal factor of
+    the exact image of the given float64 row, to a few ulps, at any distance
+    from the origin. ``1 - c|p|^2`` computed from the rounded ``p`` instead
+    would lose ``log10(1/lambda)`` digits.
+
+    Parameters
+    ----------
+    x : ndarray of shape (..., d+1)
+        Points on (or within rounding of) the upper sheet, ``x0 > 0``.
+    c : float, default 1.0
+
+    Returns
+    -------
+    ndarray of shape (...)
+    """
+    x = np.asarray(x, dtype=np.float64)
+    c = float(c)
+    x0 = x[..., 0]
+    # x0^2 - |xs|^2 as a double-double
+    hi, lo = _two_square(x0)
+    for j in range(1, x.shape[-1]):
+        p, e = _two_square(x[..., j])
+        hi, e2 = _two_sum(hi, -p)
+        lo = lo + (e2 - e)
+    # eps = c (hi + lo) - 1
+    hi, e = _two_product(c, hi)
+    lo = e + c * lo
+    r, e = _two_sum(hi, -1.0)
+    eps = r + (e + lo)
+    one_s = 1.0 + np.sqrt(c) * x0
+    return (2.0 + eps / one_s) / one_s
 
 
 def poincare_to_lorentz(p, *, c: float = 1.0):
