@@ -94,12 +94,13 @@ def check_points(x, *, name="X", model="poincare", c=1.0, dim=None, allow_empty=
     .. math::
 
         \\lambda = 1 - c\\|x\\|^2 \\ \\text{(Poincare input)}, \\qquad
-        \\lambda = \\frac{1}{1+s}\\Big(2 + \\frac{c(x_0^2 - \\|x_s\\|^2) - 1}{1+s}\\Big),
-        \\ s = \\sqrt c\\,x_0 \\ \\text{(Lorentz input)},
+        \\lambda = \\frac{2}{1 + \\sqrt{1 + c\\|x_s\\|^2}} \\ \\text{(Lorentz input)},
 
-    the latter being ``1 - c|p|^2`` of ``p = x_s / (1 + sqrt(c) x0)``. ``lambda``
-    is the stored conformal factor of the unit-curvature point ``sqrt(c) x``
-    (resp. ``sqrt(c) p``), whose coordinates are rounded once.
+    the latter being ``1 - c|p|^2`` of ``p = x_s / (1 + sqrt(c) x0)`` with
+    ``x0`` implied by ``x_s`` (see
+    :func:`hypann.geometry.models.lorentz_to_poincare`). ``lambda`` is the
+    stored conformal factor of the unit-curvature point ``sqrt(c) x`` (resp.
+    ``sqrt(c) p = sqrt(c) lambda x_s / 2``), whose coordinates are rounded once.
 
     Parameters
     ----------
@@ -158,8 +159,7 @@ def check_points(x, *, name="X", model="poincare", c=1.0, dim=None, allow_empty=
                 f"-x0^2 + |xs|^2 = -1/c (c={c}): x0={x0[bad]!r}, relative residual {resid[bad]:.3g}"
             )
         conformal = lorentz_conformal_factor(arr, c=c)
-        sc = np.sqrt(c)
-        points = np.ascontiguousarray(arr[:, 1:] * (sc / (1.0 + sc * x0))[:, None])
+        points = np.ascontiguousarray(arr[:, 1:] * (np.sqrt(c) * conformal / 2.0)[:, None])
     elif c != 1.0:
         conformal = _kernels.conformal_factor_curved(arr, c)
         points = arr * np.sqrt(c)
@@ -174,8 +174,13 @@ def check_points(x, *, name="X", model="poincare", c=1.0, dim=None, allow_empty=
         # (they leave it only where 1-c|x|^2 is below float64 resolution, ~1e-16)
         rounded = ~(_kernels.conformal_factor(points) > 0.0)
         if rounded.any():
-            _reject_outside(name, rounded, np.linalg.norm(points, axis=1),
-                            "|x|*sqrt(c) after rounding to unit curvature (1-c|x|^2 is below float64 resolution)")
+            bad = int(np.flatnonzero(rounded)[0])
+            raise ValueError(
+                f"{name} row {bad} is too far from the origin for float64: its conformal factor 1-c|x|^2 is "
+                f"{conformal[bad]:.3g} and its unit-curvature Poincare coordinates round onto the boundary "
+                f"({int(rounded.sum())} such rows); float64 places points up to hyperbolic norm ~37 "
+                f"(sqrt(c) times the distance from the origin)"
+            )
     return points, conformal
 
 
