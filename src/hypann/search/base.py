@@ -80,12 +80,11 @@ class SearchAlgorithm:
 
     def _query_seed(self, random_state):
         """Seed of a search's random choices: the per-call ``random_state`` or, by
-        default, one drawn once at build time from the index's seed (so equal
-        calls give equal answers, and an int index seed fixes it across processes)."""
+        default, ``query_seed_``, drawn once at build time from the index's seed
+        (so equal calls give equal answers, and an int index seed fixes it in
+        any process)."""
         if random_state is not None:
             return V.check_seed(random_state, "random_state")
-        if not hasattr(self, "query_seed_"):
-            self.query_seed_ = int(self.rng_.integers(2**63 - 1))
         return self.query_seed_
 
     @property

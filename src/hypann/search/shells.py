@@ -244,6 +244,10 @@ class RandomizedShellSearch(SphericalShellSearch):
             params["random_state"] = V.check_seed(random_state, "random_state")
         return params
 
+    def _build(self, points, conformal, oracle):
+        super()._build(points, conformal, oracle)
+        self.query_seed_ = int(self.rng_.integers(2**63 - 1))
+
     def search(self, queries, q_conformal, k, *, budget=None, random_state=None, oracle_params=None):
         m = queries.shape[0]
         rng = np.random.default_rng(self._query_seed(random_state))
