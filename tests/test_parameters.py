@@ -16,10 +16,12 @@ import pytest
 import hypann
 from hypann._validation import ParameterTypeError
 from hypann.datasets import combinatorial, registry, synthetic
+from hypann.geometry._kernels import conformal_factor
+from hypann.graph.vamana import VamanaIndex
 from hypann.oracles.brute import BruteForceOracle
 from hypann.oracles.kdtree import KDTreeOracle
 from hypann.oracles.lsh import LSHOracle
-from hypann.search.hyperbolic_kdtree import HyperbolicKDTreeOracle
+from hypann.search.hyperbolic_kdtree import HyperbolicKDTree, HyperbolicKDTreeOracle
 from hypann.search.registry import algorithm_class
 from hypann.sklearn import HyperbolicNearestNeighbors
 from tests.conftest import ball_points
@@ -72,6 +74,10 @@ TARGETS = {
     "oracle:hnswlib": lambda p, v: hypann.HyperbolicIndex(oracle=_hnswlib(**{p: v})).build(_points()),
     "spec:lsh": lambda p, v: hypann.HyperbolicIndex(oracle=f"lsh:{p}={v}").build(_points()),
     "spec:kdtree": lambda p, v: hypann.HyperbolicIndex(oracle=f"kdtree:{p}={v}").build(_points()),
+    "VamanaIndex": lambda p, v: VamanaIndex(**{p: v}).build(_points(), conformal_factor(_points())),
+    "VamanaIndex.search": lambda p, v: VamanaIndex().build(_points(), conformal_factor(_points())).search(
+        **{"queries": _points()[:2], "q_conformal": conformal_factor(_points()[:2]), "k": 1, p: v}),
+    "HyperbolicKDTree": lambda p, v: HyperbolicKDTree(**{p: v}).build(_points(), conformal_factor(_points())),
     "sklearn": lambda p, v: HyperbolicNearestNeighbors(**{p: v}).fit(_points()),
     "sklearn.kneighbors": lambda p, v: HyperbolicNearestNeighbors(n_neighbors=2).fit(_points()).kneighbors(
         **{"X": _points()[:2], p: v}),
@@ -194,6 +200,20 @@ CASES = [
     ("oracle:hnswlib", "random_state", -1, r"random_state must be a non-negative integer, got random_state=-1$"),
     ("oracle:hnswlib", "num_threads", 0, r"num_threads must be an integer >= 1 or -1, got num_threads=0$"),
     ("oracle:hnswlib", "num_threads", 1.5, r"num_threads must be an integer >= 1 or -1, got num_threads=1.5 \(float\)"),
+    # ---- the graph and tree classes used directly
+    ("VamanaIndex", "R", 2.0, r"R must be a positive integer, got R=2.0 \(float\)"),
+    ("VamanaIndex", "L", 0, r"L must be a positive integer, got L=0$"),
+    ("VamanaIndex", "alpha", 0.5, r"alpha must be >= 1.0, got alpha=0.5$"),
+    ("VamanaIndex", "passes", -1, r"passes must be a positive integer, got passes=-1$"),
+    ("VamanaIndex", "random_state", -1, r"random_state must be a non-negative integer, got random_state=-1$"),
+    ("VamanaIndex", "random_state", None, r"random_state must be a non-negative integer, got random_state=None"),
+    ("VamanaIndex.search", "k", 0, r"k must be a positive integer, got k=0$"),
+    ("VamanaIndex.search", "L", 1.5, r"L must be a positive integer, got L=1.5 \(float\)"),
+    ("VamanaIndex.search", "budget", 2.5, r"budget must be None, an integer or an integer array of shape \(2,\)"),
+    ("VamanaIndex.search", "random_state", "x", r"random_state must be a non-negative integer, got random_state='x'"),
+    ("VamanaIndex.search", "queries", np.zeros((2, 5)), r"queries must have shape \(m, 3\), got \(2, 5\)"),
+    ("VamanaIndex.search", "q_conformal", np.ones(3), r"q_conformal must have shape \(2,\), got \(3,\)"),
+    ("HyperbolicKDTree", "leaf_size", 0, r"leaf_size must be a positive integer, got leaf_size=0$"),
     # ---- scikit-learn estimator
     ("sklearn", "n_neighbors", 0, r"n_neighbors must be a positive integer, got n_neighbors=0$"),
     ("sklearn", "n_neighbors", 2.5, r"n_neighbors must be a positive integer, got n_neighbors=2.5 \(float\)"),
@@ -304,6 +324,9 @@ PUBLIC = {
     "oracle:lsh": lambda: LSHOracle.__init__,
     "oracle:faiss": lambda: _faiss_class().__init__,
     "oracle:hnswlib": lambda: _hnswlib_class().__init__,
+    "VamanaIndex": lambda: VamanaIndex.__init__,
+    "VamanaIndex.search": lambda: VamanaIndex.search,
+    "HyperbolicKDTree": lambda: HyperbolicKDTree.__init__,
     "sklearn": lambda: HyperbolicNearestNeighbors.__init__,
     "sklearn.kneighbors": lambda: HyperbolicNearestNeighbors.kneighbors,
     "hierarchical_tree": lambda: synthetic.hierarchical_tree,

@@ -51,6 +51,8 @@ def _to_array(x, name):
         x = x.detach().cpu().numpy()
     try:
         arr = np.asarray(x)
+    except ValueError as exc:  # ragged nested lists
+        raise ValueError(f"{name} must be a 2-D array of equal-length rows, got ragged input ({exc})") from None
     except Exception as exc:  # pragma: no cover - exotic containers
         raise TypeError(f"{name} must be array-like, got {type(x).__name__}") from exc
     if arr.dtype == object:
