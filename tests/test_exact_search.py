@@ -193,9 +193,12 @@ def test_curvature_and_lorentz_input(rng):
     Q = ball_points(rng, 10, 4, min_conformal=1e-9)
     ref = hypann.HyperbolicIndex().build(X).search(Q, 3)
     c = 0.3
-    res_c = hypann.HyperbolicIndex(c=c).build(X / np.sqrt(c)).search(Q / np.sqrt(c), 3)
+    Xc, Qc = X / np.sqrt(c), Q / np.sqrt(c)  # rounded: not exactly the points X, Q scaled
+    res_c = hypann.HyperbolicIndex(c=c).build(Xc).search(Qc, 3)
     np.testing.assert_array_equal(res_c.indices, ref.indices)
-    np.testing.assert_allclose(res_c.distances, ref.distances / np.sqrt(c), rtol=1e-9)
+    # exact for the caller's own float64 coordinates at curvature c
+    np.testing.assert_allclose(res_c.distances, np.sort(P.pairwise_dist(Qc, Xc, c=c), axis=1)[:, :3], rtol=1e-12)
+    np.testing.assert_allclose(res_c.distances, ref.distances / np.sqrt(c), rtol=1e-8)
     from hypann.geometry.models import poincare_to_lorentz
 
     res_l = hypann.HyperbolicIndex(model="lorentz").build(poincare_to_lorentz(X)).search(poincare_to_lorentz(Q), 3)

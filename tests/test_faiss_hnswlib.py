@@ -109,7 +109,7 @@ def test_spec_errors_name_the_bad_piece(spec, match):
         ("faiss:Foo12", "cannot parse factory 'Foo12'"),
         ("faiss:HNSW32;nprobe=4", "nprobe=4 does not apply to factory 'HNSW32'"),
         ("faiss:HNSW32;efSearch=0", "ef_search"),
-        ("hnswlib:M=0", "M must be a positive integer"),
+        ("hnswlib:M=1", r"M must be an integer >= 2, got M=1"),
     ],
 )
 def test_build_errors_name_the_bad_piece(spec, match):

@@ -2,10 +2,18 @@
 
 Everything that enters hypann from a user (index build/search, the CLI,
 datasets) goes through :func:`check_points` once and comes out as float64,
-C-contiguous Poincare points of unit curvature together with their conformal
-factors ``1 - |x|^2``. Arrays of a search structure read back from a file are
+C-contiguous Poincare points of unit curvature, in an array hypann owns (never
+a view of the caller's memory), together with their conformal factors
+``1 - |x|^2``. Arrays of a search structure read back from a file are
 untrusted too: ``validate_state`` of each structure checks them with the
 ``check_state_*`` helpers below. Private code trusts its arguments.
+
+Parameters are checked where they are used, at build / fit / search time
+(constructors only store them), by the ``check_*`` helpers below. A value of
+the wrong type raises :class:`ParameterTypeError` (a ``TypeError`` that is
+also a ``ValueError``); a value of the right type out of range raises
+``ValueError``. Every message names the parameter, the bad value and what is
+allowed. Booleans must be real booleans: the string ``"no"`` is not False.
 """
 
 from __future__ import annotations
@@ -15,7 +23,7 @@ from numbers import Integral, Real
 import numpy as np
 
 from hypann.geometry import _kernels
-from hypann.geometry.models import lorentz_to_poincare
+from hypann.geometry.models import lorentz_conformal_factor
 
 MODELS = ("poincare", "lorentz")
 
@@ -24,11 +32,29 @@ MODELS = ("poincare", "lorentz")
 LORENTZ_CONSTRAINT_RTOL = 1e-6
 
 
+class ParameterTypeError(TypeError, ValueError):
+    """A parameter of the wrong type (``"no"`` for a bool, ``2.0`` for an int, ...).
+
+    A ``TypeError`` that is also a ``ValueError``, so that code catching
+    either for bad settings keeps working (scikit-learn does the same).
+    """
+
+
+def _is_int(value):
+    return isinstance(value, Integral) and not isinstance(value, (bool, np.bool_))
+
+
+def _is_real(value):
+    return isinstance(value, Real) and not isinstance(value, (bool, np.bool_))
+
+
 def _to_array(x, name):
     if hasattr(x, "detach") and hasattr(x, "cpu"):  # torch tensor, no import
         x = x.detach().cpu().numpy()
     try:
         arr = np.asarray(x)
+    except ValueError as exc:  # ragged nested lists
+        raise ValueError(f"{name} must be a 2-D array of equal-length rows, got ragged input ({exc})") from None
     except Exception as exc:  # pragma: no cover - exotic containers
         raise TypeError(f"{name} must be array-like, got {type(x).__name__}") from exc
     if arr.dtype == object:
@@ -39,19 +65,46 @@ def _to_array(x, name):
 
 
 def check_model(model):
-    if model not in MODELS:
+    if not isinstance(model, str) or model not in MODELS:
         raise ValueError(f"model must be one of {MODELS}, got model={model!r}")
     return model
 
 
 def check_curvature(c):
-    if isinstance(c, bool) or not isinstance(c, Real) or not np.isfinite(c) or c <= 0:
+    if not _is_real(c):
+        raise ParameterTypeError(f"curvature c must be a finite number > 0, got c={c!r}")
+    if not np.isfinite(c) or c <= 0:
         raise ValueError(f"curvature c must be a finite number > 0, got c={c!r}")
     return float(c)
 
 
+def _reject_outside(name, outside, norms, what):
+    bad = int(np.flatnonzero(outside)[0])
+    raise ValueError(
+        f"{name} row {bad} is not strictly inside the Poincare ball: {what} = {float(norms[bad])!r} >= 1 "
+        f"({int(outside.sum())} such rows). hypann rejects rather than clips; "
+        f"project your points first if that is intended."
+    )
+
+
 def check_points(x, *, name="X", model="poincare", c=1.0, dim=None, allow_empty=False):
     """Validate points and return ``(points, conformal)`` in the unit Poincare ball.
+
+    Curvature ``-c`` is mapped to the unit ball by ``x -> sqrt(c) x``, but the
+    conformal factor is taken from the caller's own coordinates first, in
+    double-double arithmetic (rescaling first would round the coordinates and
+    lose ``log10(1/(1-c|x|^2))`` digits of it):
+
+    .. math::
+
+        \\lambda = 1 - c\\|x\\|^2 \\ \\text{(Poincare input)}, \\qquad
+        \\lambda = \\frac{2}{1 + \\sqrt{1 + c\\|x_s\\|^2}} \\ \\text{(Lorentz input)},
+
+    the latter being ``1 - c|p|^2`` of ``p = x_s / (1 + sqrt(c) x0)`` with
+    ``x0`` implied by ``x_s`` (see
+    :func:`hypann.geometry.models.lorentz_to_poincare`). ``lambda`` is the
+    stored conformal factor of the unit-curvature point ``sqrt(c) x`` (resp.
+    ``sqrt(c) p = sqrt(c) lambda x_s / 2``), whose coordinates are rounded once.
 
     Parameters
     ----------
@@ -69,6 +122,7 @@ def check_points(x, *, name="X", model="poincare", c=1.0, dim=None, allow_empty=
     Returns
     -------
     points : ndarray of shape (n, d), float64, C-contiguous
+        A new array (never the caller's memory, even for float64 input).
     conformal : ndarray of shape (n,), ``1 - |x|^2`` (compensated)
     """
     check_model(model)
@@ -84,11 +138,18 @@ def check_points(x, *, name="X", model="poincare", c=1.0, dim=None, allow_empty=
     min_cols = 2 if model == "lorentz" else 1
     if arr.shape[1] < min_cols:
         raise ValueError(f"{name} must have at least {min_cols} column(s) for model={model!r}, got shape {arr.shape}")
-    arr = np.ascontiguousarray(arr, dtype=np.float64)
+    # a copy in every case: the index must own its points (the caller may edit theirs)
+    arr = np.array(arr, dtype=np.float64, order="C", copy=True)
     finite = np.isfinite(arr).all(axis=1)
     if not finite.all():
         bad = int(np.flatnonzero(~finite)[0])
         raise ValueError(f"{name} contains NaN or inf (first at row {bad}: {arr[bad][:4].tolist()}...)")
+    if dim is not None and arr.shape[1] - (model == "lorentz") != dim:
+        raise ValueError(
+            f"{name} has {arr.shape[1] - (model == 'lorentz')} dimensions (Poincare), but the index was built with {dim}"
+        )
+    if arr.shape[0] == 0:
+        return np.empty((0, arr.shape[1] - (model == "lorentz"))), np.empty(0)
     if model == "lorentz":
         x0 = arr[:, 0]
         spatial = np.einsum("ij,ij->i", arr[:, 1:], arr[:, 1:])
@@ -101,32 +162,56 @@ def check_points(x, *, name="X", model="poincare", c=1.0, dim=None, allow_empty=
                 f"{name} row {bad} is not on the upper sheet of the hyperboloid "
                 f"-x0^2 + |xs|^2 = -1/c (c={c}): x0={x0[bad]!r}, relative residual {resid[bad]:.3g}"
             )
-        arr = np.ascontiguousarray(lorentz_to_poincare(arr, c=c))
-    if c != 1.0:
-        arr = arr * np.sqrt(c)
-    if dim is not None and arr.shape[1] != dim:
-        raise ValueError(
-            f"{name} has {arr.shape[1]} dimensions (Poincare), but the index was built with {dim}"
-        )
-    conformal = _kernels.conformal_factor(arr) if arr.shape[0] else np.empty(0)
+        conformal = lorentz_conformal_factor(arr, c=c)
+        points = np.ascontiguousarray(arr[:, 1:] * (np.sqrt(c) * conformal / 2.0)[:, None])
+    elif c != 1.0:
+        conformal = _kernels.conformal_factor_curved(arr, c)
+        points = arr * np.sqrt(c)
+    else:
+        conformal = _kernels.conformal_factor(arr)
+        points = arr
     outside = ~(conformal > 0.0)
     if outside.any():
-        bad = int(np.flatnonzero(outside)[0])
-        norm = float(np.linalg.norm(arr[bad]))
-        raise ValueError(
-            f"{name} row {bad} is not strictly inside the Poincare ball: |x|*sqrt(c) = {norm!r} >= 1 "
-            f"({int(outside.sum())} such rows). hypann rejects rather than clips; "
-            f"project your points first if that is intended."
-        )
-    return arr, conformal
+        _reject_outside(name, outside, np.sqrt(c) * np.linalg.norm(arr, axis=1), "|x|*sqrt(c)")
+    if points is not arr:
+        # the rounded unit-curvature coordinates must stay in the open ball too
+        # (they leave it only where 1-c|x|^2 is below float64 resolution, ~1e-16)
+        rounded = ~(_kernels.conformal_factor(points) > 0.0)
+        if rounded.any():
+            bad = int(np.flatnonzero(rounded)[0])
+            raise ValueError(
+                f"{name} row {bad} is too far from the origin for float64: its conformal factor 1-c|x|^2 is "
+                f"{conformal[bad]:.3g} and its unit-curvature Poincare coordinates round onto the boundary "
+                f"({int(rounded.sum())} such rows); float64 places points up to hyperbolic norm ~37 "
+                f"(sqrt(c) times the distance from the origin)"
+            )
+    return points, conformal
 
 
-def check_k(k, n, *, name="k"):
-    if isinstance(k, bool) or not isinstance(k, Integral):
-        raise TypeError(f"{name} must be an integer, got {type(k).__name__} ({k!r})")
-    if not 1 <= k <= n:
-        raise ValueError(f"{name} must be in [1, {n}] (the number of indexed points), got {name}={k}")
-    return int(k)
+def check_int(value, name, *, low=None, high=None, allow_none=False, extra=()):
+    """An integer (``numbers.Integral``, not bool) in ``[low, high]``, or one of ``extra``."""
+    if value is None and allow_none:
+        return None
+    parts = []
+    if low is not None and high is not None:
+        parts.append(f"an integer in [{low}, {high}]")
+    elif low is not None:
+        parts.append(f"an integer >= {low}")
+    elif high is not None:
+        parts.append(f"an integer <= {high}")
+    else:
+        parts.append("an integer")
+    parts += [repr(e) for e in extra]
+    if allow_none:
+        parts.append("None")
+    allowed = " or ".join(parts)
+    if not _is_int(value):
+        raise ParameterTypeError(f"{name} must be {allowed}, got {name}={value!r} ({type(value).__name__})")
+    if value in extra:
+        return int(value)
+    if (low is not None and value < low) or (high is not None and value > high):
+        raise ValueError(f"{name} must be {allowed}, got {name}={value!r}")
+    return int(value)
 
 
 def check_radius(r, m, *, name="r"):
@@ -147,24 +232,67 @@ def check_radius(r, m, *, name="r"):
 def check_positive_int(value, name, *, allow_none=False):
     if value is None and allow_none:
         return None
-    if isinstance(value, bool) or not isinstance(value, Integral) or value < 1:
-        raise ValueError(f"{name} must be a positive integer{' or None' if allow_none else ''}, got {name}={value!r}")
+    msg = f"{name} must be a positive integer{' or None' if allow_none else ''}, got {name}={value!r}"
+    if not _is_int(value):
+        raise ParameterTypeError(f"{msg} ({type(value).__name__})")
+    if value < 1:
+        raise ValueError(msg)
     return int(value)
 
 
-def check_real(value, name, *, low=None, high=None, low_open=False):
-    if isinstance(value, bool) or not isinstance(value, Real) or not np.isfinite(value):
+def check_real(value, name, *, low=None, high=None, low_open=False, high_open=False, allow_none=False):
+    """A finite real number (not bool) in the given range."""
+    if value is None and allow_none:
+        return None
+    if not _is_real(value):
+        raise ParameterTypeError(f"{name} must be a finite number, got {name}={value!r} ({type(value).__name__})")
+    if not np.isfinite(value):
         raise ValueError(f"{name} must be a finite number, got {name}={value!r}")
     if low is not None and (value < low or (low_open and value == low)):
         op = ">" if low_open else ">="
         raise ValueError(f"{name} must be {op} {low}, got {name}={value!r}")
-    if high is not None and value > high:
-        raise ValueError(f"{name} must be <= {high}, got {name}={value!r}")
+    if high is not None and (value > high or (high_open and value == high)):
+        op = "<" if high_open else "<="
+        raise ValueError(f"{name} must be {op} {high}, got {name}={value!r}")
     return float(value)
 
 
+def check_bool(value, name):
+    """A real boolean (``bool`` or ``numpy.bool_``); strings such as ``"no"`` are refused."""
+    if not isinstance(value, (bool, np.bool_)):
+        hint = " (a string is not a boolean: write true/false in spec strings)" if isinstance(value, str) else ""
+        raise ParameterTypeError(f"{name} must be True or False, got {name}={value!r}{hint}")
+    return bool(value)
+
+
+def check_seed(value, name="random_state", *, allow_none=True):
+    """A seed for :func:`numpy.random.default_rng`: an integer ``>= 0`` (or None when allowed)."""
+    if value is None and allow_none:
+        return None
+    allowed = "a non-negative integer" + (" or None" if allow_none else "")
+    if not _is_int(value):
+        raise ParameterTypeError(f"{name} must be {allowed}, got {name}={value!r} ({type(value).__name__})")
+    if value < 0:
+        raise ValueError(f"{name} must be {allowed}, got {name}={value!r}")
+    return int(value)
+
+
+def check_str(value, name, *, what="a string"):
+    if not isinstance(value, str) or not value.strip():
+        raise ParameterTypeError(f"{name} must be {what}, got {name}={value!r}")
+    return value
+
+
+def check_k(k, n, *, name="k"):
+    if not _is_int(k):
+        raise ParameterTypeError(f"{name} must be an integer, got {type(k).__name__} ({k!r})")
+    if not 1 <= k <= n:
+        raise ValueError(f"{name} must be in [1, {n}] (the number of indexed points), got {name}={k}")
+    return int(k)
+
+
 def check_choice(value, name, choices):
-    if value not in choices:
+    if not isinstance(value, str) or value not in choices:
         raise ValueError(f"unknown {name} {value!r}; expected one of {sorted(choices)}")
     return value
 

@@ -12,7 +12,7 @@ from hypann.geometry.poincare import delta_from_dist, dist_from_delta
 from hypann.oracles.base import EuclideanOracle
 from hypann.result import RangeSearchResult, SearchResult, SearchStats
 from hypann.search.hyperbolic_kdtree import _build_tree, _search_exact
-from hypann.search.registry import algorithm_class, make_algorithm
+from hypann.search.registry import algorithm_class, available_algorithms, make_algorithm
 from hypann.updates import LiveSet, check_ids, merge_knn, merge_ragged
 
 log = logging.getLogger(__name__)
@@ -47,13 +47,27 @@ class HyperbolicIndex:
     model : {"poincare", "lorentz"}, default "poincare"
     c : float, default 1.0
         Curvature magnitude (the space has curvature ``-c``).
-    random_state : int or None
-        Seed for every random choice (LSH planes, graph starts, ...).
+    random_state : int >= 0 or None
+        Seed of every random choice: Vamana's initial graph, build order,
+        medoid sample and restart points, the random shell order, the
+        brute-force sample under a budget, and the seed of oracles made from
+        a spec string that does not set its own (``"lsh"`` hyperplanes,
+        ``"hnswlib"`` levels). The same seed gives identical results in any
+        process. ``None``: fresh entropy for the index's own choices, and the
+        oracles' default seeds.
     n_jobs : int or None, default None
         Threads of the numba kernels for build and search: ``None`` or ``-1``
         use all cores. Results are identical for any thread count.
     **params
         Build settings of the algorithm (e.g. ``ratio=1.1``, ``width=3``).
+
+    Notes
+    -----
+    Settings are stored as given and checked by :meth:`build` (and query
+    settings by :meth:`search`): a wrong type raises ``TypeError`` (also a
+    ``ValueError``), a value out of range ``ValueError``, each naming the
+    parameter, the value and what is allowed. The index keeps its own copy of
+    the points: changing ``X`` after :meth:`build` does not change the index.
 
     Examples
     --------
@@ -80,20 +94,29 @@ class HyperbolicIndex:
         V.check_model(self.model)
         V.check_curvature(self.c)
         check_n_jobs(self.n_jobs)
+        if not isinstance(self.algorithm, str):
+            raise V.ParameterTypeError(
+                f"algorithm must be a string, one of {available_algorithms()}, got algorithm={self.algorithm!r}"
+            )
         cls = algorithm_class(self.algorithm)
+        if self.oracle is not None and not isinstance(self.oracle, (str, EuclideanOracle)):
+            raise V.ParameterTypeError(
+                f"oracle must be a spec string or an EuclideanOracle, got {type(self.oracle).__name__} ({self.oracle!r})"
+            )
         if self.oracle is not None and not cls.uses_oracle:
             raise ValueError(
                 f"algorithm {self.algorithm!r} does not use an oracle, got oracle={self.oracle!r}; "
                 f"oracle-based algorithms: recentering, binary_search, shells, random_shells "
                 f"(e.g. HyperbolicIndex(algorithm='recentering', oracle={self.oracle!r}))"
             )
-        if self.oracle is not None and not isinstance(self.oracle, (str, EuclideanOracle)):
-            raise TypeError(f"oracle must be a spec string or an EuclideanOracle, got {type(self.oracle).__name__}")
-        if self.random_state is not None and (isinstance(self.random_state, bool) or not isinstance(self.random_state, (int, np.integer))):
-            raise TypeError(f"random_state must be an int or None, got {self.random_state!r}")
+        V.check_seed(self.random_state, "random_state")
 
     def build(self, X):
-        """Index the points ``X`` of shape (n, d) (or (n, d+1) on the hyperboloid); returns self."""
+        """Index the points ``X`` of shape (n, d) (or (n, d+1) on the hyperboloid); returns self.
+
+        The index stores its own float64 copy of the (unit-curvature) points:
+        ``X`` may be changed or freed afterwards.
+        """
         self._check_settings()
         points, conformal = V.check_points(X, name="X", model=self.model, c=self.c)
         return self._build_validated(points, conformal)
@@ -230,16 +253,25 @@ class HyperbolicIndex:
             ``stats`` per query.
         """
         self._check_fitted()
+        queries, q_conf = V.check_points(Q, name="Q", model=self.model, c=self.c, dim=self.dim_, allow_empty=True)
+        return self._search_validated(queries, q_conf, k, budget=budget, oracle_params=oracle_params, **query_params)
+
+    def _search_validated(self, queries, q_conf, k, *, budget=None, oracle_params=None, **query_params):
+        """:meth:`search` for queries already in the index's representation (unit-curvature points)."""
+        self._check_fitted()
         k = V.check_k(k, self.n_points_)
         budget = V.check_positive_int(budget, "budget", allow_none=True)
         V.reject_unknown(query_params, self.algorithm_.query_params, f"search with algorithm {self.algorithm!r}")
-        if oracle_params:
+        if oracle_params is not None:
             if not isinstance(oracle_params, dict):
-                raise TypeError(f"oracle_params must be a dict, got {type(oracle_params).__name__}")
-            if not self.algorithm_.uses_oracle:
+                raise V.ParameterTypeError(
+                    f"oracle_params must be a dict or None, got {type(oracle_params).__name__} ({oracle_params!r})"
+                )
+            if oracle_params and not self.algorithm_.uses_oracle:
                 raise ValueError(f"algorithm {self.algorithm!r} does not use an oracle, got oracle_params={oracle_params!r}")
-            query_params["oracle_params"] = oracle_params
-        queries, q_conf = V.check_points(Q, name="Q", model=self.model, c=self.c, dim=self.dim_, allow_empty=True)
+            if oracle_params:
+                query_params["oracle_params"] = oracle_params
+        query_params = self.algorithm_.check_query_params(**query_params)
         m = queries.shape[0]
         if m == 0:
             return SearchResult(np.empty((0, k), np.int64), np.empty((0, k)), SearchStats.zeros(0))

@@ -12,6 +12,11 @@ Layout (a zip archive readable with ``numpy.load(path, allow_pickle=False)``):
 ``labels``
     optional (n,) int64 user ids of the points (distinct, ``>= 0``); absent
     when the ids are the row numbers.
+``conformal``
+    (n,) float64 stored conformal factors ``1-|x|^2``. They were taken from
+    the caller's own coordinates (curvature ``c``, or the Lorentz model) and
+    cannot be recomputed from ``points`` to the same precision. Files without
+    them recompute them from ``points``.
 ``state/<name>``
     optional arrays of the search structure (graph, tree), so that loading
     does not rebuild it; without them the structure is rebuilt
@@ -101,7 +106,7 @@ def save_index(index, path) -> None:
         "random_state": params.pop("random_state"),
         "params": params,
     }
-    arrays = {"points": np.asarray(index.points_)}
+    arrays = {"points": np.asarray(index.points_), "conformal": np.asarray(index.conformal_)}
     if not index._plain_labels:
         arrays["labels"] = np.asarray(index.live_.labels)
     for name, arr in index.algorithm_.get_state().items():
@@ -231,7 +236,7 @@ def _read_checked(path):
     """Header, points, labels (or None) and state arrays of the file at ``path``, checksum and points verified."""
     with _open(path) as z:
         header = _parse_header(z, path)
-        unknown = [k for k in z.files if k not in ("header", "points", "labels") and not k.startswith("state/")]
+        unknown = [k for k in z.files if k not in ("header", "points", "conformal", "labels") and not k.startswith("state/")]
         if unknown:
             raise _corrupt(path, f"unexpected arrays {unknown[:8]}")
         if "points" not in z.files:
@@ -250,6 +255,19 @@ def _read_checked(path):
         points, conformal = V.check_points(points, name="points")
     except (ValueError, TypeError) as exc:
         raise _corrupt(path, f"'points': {exc}") from None
+    stored_conformal = arrays.pop("conformal", None)
+    if stored_conformal is not None:
+        # taken from the caller's own coordinates (curvature c, Lorentz): more precise than a recomputation
+        if stored_conformal.dtype != np.float64 or stored_conformal.shape != (points.shape[0],) or not np.all(
+            (stored_conformal > 0) & (stored_conformal <= 1)
+        ):
+            raise _corrupt(path, f"'conformal' must be float64 of shape ({points.shape[0]},) in (0, 1], got "
+                                 f"{stored_conformal.dtype} {stored_conformal.shape}")
+        # it must describe these points: 1-|x|^2 recomputed agrees up to the rounding of the coordinates
+        slack = 8 * np.finfo(np.float64).eps * (1.0 + np.abs(1.0 - conformal)) + 8 * np.finfo(np.float64).eps
+        if np.any(np.abs(stored_conformal - conformal) > slack + 1e-12 * conformal):
+            raise _corrupt(path, "'conformal' does not match the stored points")
+        conformal = np.ascontiguousarray(stored_conformal)
     labels = arrays.pop("labels", None)
     if labels is not None:
         n = points.shape[0]

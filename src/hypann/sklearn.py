@@ -63,6 +63,20 @@ class HyperbolicNearestNeighbors(_Base):
         self.random_state = random_state
 
     def fit(self, X, y=None):
+        """Build the index on ``X`` (n, d) (or (n, d+1) for ``model="lorentz"``); returns self.
+
+        All settings are checked here (the constructor only stores them).
+        """
+        V.check_positive_int(self.n_neighbors, "n_neighbors")
+        if self.algorithm_params is not None:
+            if not isinstance(self.algorithm_params, dict):
+                raise V.ParameterTypeError(
+                    f"algorithm_params must be a dict or None, got {type(self.algorithm_params).__name__} "
+                    f"({self.algorithm_params!r})"
+                )
+            bad = [key for key in self.algorithm_params if not isinstance(key, str)]
+            if bad:
+                raise V.ParameterTypeError(f"algorithm_params keys must be strings, got {bad!r}")
         self.index_ = HyperbolicIndex(
             algorithm=self.algorithm, oracle=self.oracle, model=self.model, c=self.c,
             random_state=self.random_state, **(self.algorithm_params or {}),
@@ -74,24 +88,17 @@ class HyperbolicNearestNeighbors(_Base):
         """Neighbours of ``X`` (or of the training points, excluding themselves, when ``X`` is None)."""
         if not hasattr(self, "index_"):
             raise ValueError("this HyperbolicNearestNeighbors is not fitted yet: call fit(X) first")
+        return_distance = V.check_bool(return_distance, "return_distance")
         k = self.n_neighbors if n_neighbors is None else n_neighbors
         if X is None:
             V.check_k(k, self.n_samples_fit_ - 1, name="n_neighbors")
-            res = self.index_.search(self._training_input(), k + 1)
+            # the stored points themselves (no round trip through the caller's curvature or model)
+            res = self.index_._search_validated(self.index_.points_, self.index_.conformal_, k + 1)
             ind, dist = _drop_self(res.indices, res.distances)
         else:
             res = self.index_.search(X, V.check_k(k, self.n_samples_fit_, name="n_neighbors"))
             ind, dist = res.indices, res.distances
         return (dist, ind) if return_distance else ind
-
-    def _training_input(self):
-        # the stored points are unit-curvature Poincare; map back to the fit's input space
-        pts = self.index_.points_ / np.sqrt(self.c)
-        if self.model == "lorentz":
-            from hypann.geometry.models import poincare_to_lorentz
-
-            return poincare_to_lorentz(pts, c=self.c)
-        return pts
 
 
 def _drop_self(ind, dist):

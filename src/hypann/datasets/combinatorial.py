@@ -110,7 +110,7 @@ import logging
 import numba as nb
 import numpy as np
 
-from hypann._validation import check_positive_int, check_real
+from hypann._validation import check_positive_int, check_real, check_seed
 from hypann.datasets.synthetic import _levels
 from hypann.geometry import _kernels
 from hypann.geometry._kernels import _conformal_row
@@ -210,6 +210,11 @@ def spread_directions(m, dim, *, seed=0):
         power of two of vectors spread by annealed repulsion (one set per
         size and dimension, cached), so that few repulsions serve many ``m``.
     """
+    m = check_positive_int(m, "m")
+    dim = check_positive_int(dim, "dim")
+    if dim < 2:
+        raise ValueError(f"dim must be >= 2, got dim={dim}")
+    seed = check_seed(seed, "seed", allow_none=False)
     if dim == 2:
         ang = 2.0 * np.pi * np.arange(m) / m
         return np.c_[np.cos(ang), np.sin(ang)]
@@ -441,6 +446,8 @@ def combinatorial_embedding(
     if dim < 2:
         raise ValueError(f"dim must be >= 2, got dim={dim}")
     max_norm = check_real(max_norm, "max_norm", low=0.0, low_open=True)
+    seed = check_seed(seed, "seed", allow_none=False)
+    epsilon = check_real(epsilon, "epsilon", low=0.0, low_open=True, allow_none=True)
     if sibling_angle is not None:
         sibling_angle = np.radians(check_real(sibling_angle, "sibling_angle", low=0.0, high=180.0, low_open=True))
     depth = _levels(parents)
@@ -560,7 +567,7 @@ def tree_distortion(points, parents, *, tau=None, n_pairs=10_000, seed=0):
         tau = float(np.median(edge))
     else:
         tau = check_real(tau, "tau", low=0.0, low_open=True)
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(check_seed(seed, "seed", allow_none=False))
     i = rng.integers(0, n, size=n_pairs)
     j = (i + rng.integers(1, n, size=n_pairs)) % n  # j != i
     d_tree = tau * tree_distances(parents, i, j)

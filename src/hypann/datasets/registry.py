@@ -17,7 +17,7 @@ from typing import Callable
 
 import numpy as np
 
-from hypann._validation import check_positive_int
+from hypann._validation import check_bool, check_positive_int, check_seed
 from hypann.datasets.base import Dataset, build_dataset, cached_dataset
 
 __all__ = ["load", "list_datasets"]
@@ -164,8 +164,8 @@ def load(name, *, n_queries=1000, k=10, seed=0, cache=True) -> Dataset:
         raise ValueError(f"unknown data set {name!r}; available: {', '.join(_SPECS)}")
     n_queries = check_positive_int(n_queries, "n_queries")
     k = check_positive_int(k, "k")
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
-        raise ValueError(f"seed must be an integer, got seed={seed!r}")
+    seed = check_seed(seed, "seed", allow_none=False)
+    cache = check_bool(cache, "cache")
     spec = _SPECS[name]
     params, make = spec.prepare(n_queries, int(seed))
     params = {**params, "n_queries": n_queries, "k": k, "seed": int(seed)}

@@ -48,7 +48,7 @@ from numbers import Integral
 
 import numpy as np
 
-from hypann._validation import check_positive_int, check_real
+from hypann._validation import check_positive_int, check_real, check_seed
 
 __all__ = ["random_tree_parents", "embed_tree", "hierarchical_tree", "clustered"]
 
@@ -145,7 +145,7 @@ def random_tree_parents(n, *, branching=(2, 5), seed=0):
     """
     n = check_positive_int(n, "n")
     lo, hi = _check_range(branching, "branching", low=1, integer=True)
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(check_seed(seed, "seed", allow_none=False))
     return _random_tree_parents(n, int(lo), int(hi), rng)
 
 
@@ -255,7 +255,7 @@ def embed_tree(
     if cos_hi > 1.0:
         raise ValueError(f"outward must lie in [-1, 1], got outward={outward!r}")
     jitter = check_real(jitter, "jitter", low=0.0)
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(check_seed(seed, "seed", allow_none=False))
 
     depth = _levels(parents)
     n = parents.size
@@ -345,8 +345,9 @@ def hierarchical_tree(
     (1000, 10)
     """
     n = check_positive_int(n, "n")
+    _check_dim(dim)
     lo, hi = _check_range(branching, "branching", low=1, integer=True)
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(check_seed(seed, "seed", allow_none=False))
     parents = _random_tree_parents(n, int(lo), int(hi), rng)
     layout_seed = int(rng.integers(2**63 - 1))
     return embed_tree(
@@ -406,7 +407,7 @@ def clustered(
     n_clusters = check_positive_int(n_clusters, "n_clusters")
     spread = check_real(spread, "spread", low=0.0, low_open=True)
     h_lo, h_hi = _check_range(center_norm, "center_norm", low=0.0)
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(check_seed(seed, "seed", allow_none=False))
 
     h = rng.uniform(h_lo, h_hi, size=n_clusters)
     centers = np.tanh(h / 2.0)[:, None] * _unit_rows(rng.standard_normal((n_clusters, dim)))

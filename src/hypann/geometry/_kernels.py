@@ -49,6 +49,59 @@ def conformal_factor(X):
 
 
 @nb.njit(cache=True, inline="always")
+def _conformal_row_curved(x, c):
+    # sum of squares in double-double (hi, lo), exactly as in _conformal_row
+    hi = 0.0
+    lo = 0.0
+    for j in range(x.shape[0]):
+        a = x[j]
+        p = a * a
+        t = _SPLITTER * a
+        ah = t - (t - a)
+        al = a - ah
+        e = ((ah * ah - p) + 2.0 * ah * al) + al * al
+        s = hi + p
+        bb = s - hi
+        e2 = (hi - (s - bb)) + (p - bb)
+        hi = s
+        lo += e + e2
+    # c * (hi + lo) in double-double: Dekker's exact product c*hi = p + e, plus c*lo
+    p = c * hi
+    t = _SPLITTER * c
+    ch = t - (t - c)
+    cl = c - ch
+    t = _SPLITTER * hi
+    hh = t - (t - hi)
+    hl = hi - hh
+    e = ((ch * hh - p) + ch * hl + cl * hh) + cl * hl
+    e += c * lo
+    # 1 - (p + e): exact TwoSum for 1 - p, then fold in the low part
+    r = 1.0 - p
+    bb = r - 1.0
+    e3 = (1.0 - (r - bb)) + (-p - bb)
+    return r + (e3 - e)
+
+
+@nb.njit(cache=True, parallel=True)
+def conformal_factor_curved(X, c):
+    """Compensated ``1 - c|x|^2`` for each row of ``X`` (n, d), from the caller's coordinates.
+
+    .. math:: \\lambda_c(x) = 1 - c\\sum_j x_j^2
+
+    The sum of squares is a double-double ``s_hi + s_lo``; ``c * s_hi`` is
+    formed exactly with Dekker's product and ``c * s_lo`` added to its low
+    part, so ``1 - c|x|^2`` keeps its digits even where it is ``1e-13``.
+    Scaling the points by ``sqrt(c)`` first would round every coordinate
+    and cost ``log10(1/(1-c|x|^2))`` digits of the result.
+    """
+    n = X.shape[0]
+    out = np.empty(n)
+    for i in nb.prange(n):
+        out[i] = _conformal_row_curved(X[i], c)
+    return out
+
+
+@nb.njit(cache=True, inline="always")
 def sq_dist_row(q, x):
     """``|q - x|^2`` from explicit differences."""
     s = 0.0

@@ -87,17 +87,33 @@ def _two_sum(a, b):
     return s, e
 
 
+def _two_product(a, b):
+    """Error-free product: ``a*b = p + e`` exactly (Dekker 1971, Veltkamp splits)."""
+    p = a * b
+    t = _SPLITTER * a
+    ah = t - (t - a)
+    al = a - ah
+    t = _SPLITTER * b
+    bh = t - (t - b)
+    bl = b - bh
+    e = ((ah * bh - p) + ah * bl + al * bh) + al * bl
+    return p, e
+
+
 def conformal_factor(x, *, c: float = 1.0):
     """Conformal factor ``1 - c |x|^2`` computed with compensated arithmetic.
 
     .. math::
 
-        \\lambda(x) = 1 - c\\sum_i x_i^2
+        \\lambda_c(x) = 1 - c\\sum_i x_i^2
 
     The sum of squares is accumulated in double-double (Dekker's exact
-    product plus Knuth's exact sum) and the subtraction from 1 is done on the
-    double-double value, so the result is correct to a few ulps *of the
-    result* even when ``|x|`` is within 1e-15 of the boundary.
+    product plus Knuth's exact sum), multiplied by ``c`` in double-double
+    (``c s_{hi}`` exactly by Dekker's product, plus ``c s_{lo}``), and the
+    subtraction from 1 is done on the double-double value, so the result is
+    correct to a few ulps *of the result* even when ``sqrt(c)|x|`` is within
+    1e-15 of the boundary. The coordinates are never rescaled by ``sqrt(c)``
+    first: that would round them and cost ``log10(1/lambda)`` digits.
 
     Parameters
     ----------
@@ -112,14 +128,16 @@ def conformal_factor(x, *, c: float = 1.0):
         ``1 - c|x|^2``; ``<= 0`` for points on or outside the boundary.
     """
     x = np.asarray(x, dtype=np.float64)
-    if c != 1.0:
-        x = x * np.sqrt(c)
     hi = np.zeros(x.shape[:-1])
     lo = np.zeros(x.shape[:-1])
     for j in range(x.shape[-1]):
         p, e = _two_square(x[..., j])
         hi, e2 = _two_sum(hi, p)
         lo = lo + (e + e2)
+    if c != 1.0:
+        # c * (hi + lo) as a double-double
+        hi, e = _two_product(float(c), hi)
+        lo = e + float(c) * lo
     # 1 - (hi + lo): exact TwoSum for 1 - hi, then fold in the low parts.
     r, e = _two_sum(1.0, -hi)
     return r + (e - lo)

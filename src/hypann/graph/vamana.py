@@ -65,6 +65,7 @@ import numpy as np
 from hypann._validation import (
     check_positive_int,
     check_real,
+    check_seed,
     check_state_array,
     check_state_fields,
     check_stored_points,
@@ -473,6 +474,7 @@ class VamanaIndex:
         L = check_positive_int(self.L, "L")
         passes = check_positive_int(self.passes, "passes")
         alpha = check_real(self.alpha, "alpha", low=1.0)
+        check_seed(self.random_state, "random_state", allow_none=False)
         points, conformal = check_stored_points(points, conformal)
         n = points.shape[0]
         rng = np.random.default_rng(self.random_state)
@@ -651,7 +653,7 @@ class VamanaIndex:
                 )
             b = np.empty(m, dtype=np.int64)  # fresh writable array: one numba signature
             b[:] = np.maximum(np.asarray(budget), 0)
-        seed = np.uint64(int(random_state) & 0xFFFFFFFFFFFFFFFF)
+        seed = np.uint64(check_seed(random_state, "random_state", allow_none=False) & 0xFFFFFFFFFFFFFFFF)
         n_chunks = max(1, min(m, 4 * nb.get_num_threads()))
         ids, deltas, samples = _search(
             self.points_, self.conformal_, self.neighbors_, self.medoid_, queries, q_conformal, k, L, b,

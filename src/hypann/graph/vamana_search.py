@@ -7,6 +7,7 @@ query-time list size ``L`` can be swept per call.
 
 from __future__ import annotations
 
+from hypann import _validation as V
 from hypann.graph.vamana import VamanaIndex
 from hypann.result import SearchStats
 from hypann.search.base import SearchAlgorithm
@@ -22,8 +23,16 @@ class VamanaSearch(SearchAlgorithm):
     L : int, default 10
         Build list size and default search list size (paper: 10 / 40).
     alpha : float, default 1.5
-        RobustPrune slack on the hyperbolic distance.
+        RobustPrune slack on the hyperbolic distance, ``>= 1``.
     passes : int, default 2
+
+    Notes
+    -----
+    The initial graph, the pass orders and the medoid sample are drawn from
+    a seed taken from the index's ``random_state``; the restart points of a
+    budgeted search from the query-time ``random_state`` or, by default,
+    from that same build seed (stored with the graph, so a loaded index
+    restarts identically).
     """
 
     name = "vamana"
@@ -33,12 +42,27 @@ class VamanaSearch(SearchAlgorithm):
     def __init__(self, *, R: int = 10, L: int = 10, alpha: float = 1.5, passes: int = 2):
         self.R, self.L, self.alpha, self.passes = R, L, alpha, passes
 
+    def _check_settings(self):
+        V.check_positive_int(self.R, "R")
+        V.check_positive_int(self.L, "L")
+        V.check_real(self.alpha, "alpha", low=1.0)
+        V.check_positive_int(self.passes, "passes")
+
+    def check_query_params(self, *, L=None, random_state=None, **params):
+        if L is not None:
+            params["L"] = V.check_positive_int(L, "L")
+        if random_state is not None:
+            params["random_state"] = V.check_seed(random_state, "random_state")
+        return params
+
     def _build(self, points, conformal, oracle):
         seed = int(self.rng_.integers(2**31))
         self.graph_ = VamanaIndex(R=self.R, L=self.L, alpha=self.alpha, passes=self.passes, random_state=seed)
         self.graph_.build(points, conformal)
 
-    def search(self, queries, q_conformal, k, *, budget=None, L=None, random_state=0):
+    def search(self, queries, q_conformal, k, *, budget=None, L=None, random_state=None):
+        if random_state is None:
+            random_state = self.graph_.random_state
         ids, deltas, samples = self.graph_.search(queries, q_conformal, k, L=L, budget=budget, random_state=random_state)
         stats = SearchStats.zeros(queries.shape[0])
         stats.samples[:] = samples
@@ -49,6 +73,7 @@ class VamanaSearch(SearchAlgorithm):
         return self.graph_.to_arrays()
 
     def restore(self, points, conformal, state, *, oracle=None, random_state=None):
+        self._check_settings()
         """Take a stored graph after checking it (:meth:`VamanaIndex.validate_state`) against ``points``."""
         graph = VamanaIndex.from_arrays(state, points=points, conformal=conformal)
         for name in ("R", "L", "alpha", "passes"):

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hypann._validation import reject_unknown
+from hypann._validation import check_positive_int, reject_unknown
 
 
 @dataclass(frozen=True)
@@ -68,9 +68,12 @@ class EuclideanOracle:
     """Base class of Euclidean nearest-neighbour oracles.
 
     Subclasses set ``name`` and the capability flags, store their settings in
-    ``__init__`` (no work), and implement :meth:`_build` and :meth:`_knn`.
-    ``points`` handed to ``build`` are float64 C-contiguous (n, d); queries
-    likewise. Optional: :meth:`_near` for a faster (1+eps, R) decision query.
+    ``__init__`` (no work), check them in :meth:`_check_settings` (called by
+    :meth:`build`), and implement :meth:`_build` and :meth:`_knn`.
+    ``points`` handed to ``_build`` are float64 C-contiguous (n, d) and owned
+    by the oracle (a copy of the caller's array unless ``build(copy=False)``);
+    queries likewise. Optional: :meth:`_near` for a faster (1+eps, R)
+    decision query.
     """
 
     name = "base"
@@ -79,12 +82,28 @@ class EuclideanOracle:
     supports_budget = False
     query_params: tuple = ()
 
-    def build(self, points):
-        """Index ``points`` (n, d); returns self."""
-        points = np.ascontiguousarray(points, dtype=np.float64)
+    def build(self, points, *, copy=True):
+        """Index ``points`` (n, d); returns self.
+
+        Oracles that re-rank in float64 keep the points; ``copy=True`` (the
+        default) makes that a private copy, so that changing the caller's
+        array later cannot change the answers. ``copy=False`` is for callers
+        handing over an array they own and never modify (the search
+        algorithms pass the index's own points).
+        """
+        self._check_settings()
+        if copy:
+            points = np.array(points, dtype=np.float64, order="C")
+        else:
+            points = np.ascontiguousarray(points, dtype=np.float64)
+        if points.ndim != 2:
+            raise ValueError(f"points must be a 2-D array (n, d), got shape {points.shape}")
         self.n_points_, self.dim_ = points.shape
         self._build(points)
         return self
+
+    def _check_settings(self):
+        """Raise ValueError/TypeError for a bad constructor setting (none by default)."""
 
     def knn(self, queries, k, budget=None, **params) -> EuclideanNeighbors:
         """The ``k`` Euclidean nearest indexed points of each query row.
@@ -95,8 +114,9 @@ class EuclideanOracle:
         """
         if params:
             reject_unknown(params, self.query_params, f"oracle {self.name!r}")
+        k = check_positive_int(k, "k")
         queries = np.ascontiguousarray(queries, dtype=np.float64)
-        k_eff = min(int(k), self.n_points_)
+        k_eff = min(k, self.n_points_)
         if budget is not None and self.supports_budget:
             budget = np.ascontiguousarray(np.broadcast_to(np.asarray(budget, dtype=np.int64), (queries.shape[0],)))
             res = self._knn(queries, k_eff, budget=budget, **params)

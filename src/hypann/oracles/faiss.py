@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from hypann._validation import check_positive_int
+from hypann._validation import check_positive_int, check_str
 from hypann.oracles.base import EuclideanNeighbors, EuclideanOracle, rerank_float64
 from hypann.oracles.registry import parse_kwargs
 
@@ -77,10 +77,13 @@ class FaissOracle(EuclideanOracle):
         settings = [f"{k}={v}" for k, v in (("nprobe", self.nprobe), ("efSearch", self.ef_search)) if v is not None]
         return f"faiss:{self.factory}" + (";" + ",".join(settings) if settings else "")
 
-    def _build(self, points):
-        faiss = _import_faiss()
+    def _check_settings(self):
+        check_str(self.factory, "factory", what='a faiss factory string such as "HNSW32" or "IVF256,Flat"')
         check_positive_int(self.nprobe, "nprobe", allow_none=True)
         check_positive_int(self.ef_search, "ef_search", allow_none=True)
+
+    def _build(self, points):
+        faiss = _import_faiss()
         try:
             index = faiss.index_factory(points.shape[1], self.factory, faiss.METRIC_L2)
         except RuntimeError as exc:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from hypann._validation import check_positive_int
+from hypann._validation import check_int, check_positive_int, check_seed
 from hypann.oracles.base import EuclideanNeighbors, EuclideanOracle, rerank_float64
 
 
@@ -30,7 +30,8 @@ class HnswlibOracle(EuclideanOracle):
     Parameters
     ----------
     M : int, default 16
-        Graph degree (hnswlib: reasonable range 2-100).
+        Graph degree, ``>= 2`` (hnswlib: reasonable range 2-100; its level
+        law ``1/log(M)`` is undefined at 1).
     ef_construction : int, default 200
         Candidate list size while building.
     ef : int, default 64
@@ -60,12 +61,15 @@ class HnswlibOracle(EuclideanOracle):
         return (f"hnswlib:M={self.M},ef_construction={self.ef_construction},ef={self.ef},"
                 f"random_state={self.random_state},num_threads={self.num_threads}")
 
+    def _check_settings(self):
+        check_int(self.M, "M", low=2)
+        check_positive_int(self.ef_construction, "ef_construction")
+        check_positive_int(self.ef, "ef")
+        check_seed(self.random_state, "random_state", allow_none=False)
+        check_int(self.num_threads, "num_threads", low=1, extra=(-1,))
+
     def _build(self, points):
         hnswlib = _import_hnswlib()
-        for name in ("M", "ef_construction", "ef"):
-            check_positive_int(getattr(self, name), name)
-        if self.num_threads != -1:
-            check_positive_int(self.num_threads, "num_threads")
         n, d = points.shape
         index = hnswlib.Index(space="l2", dim=d)
         index.init_index(max_elements=max(n, 1), M=self.M, ef_construction=self.ef_construction,

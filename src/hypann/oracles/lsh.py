@@ -97,7 +97,7 @@ from numbers import Integral
 import numba as nb
 import numpy as np
 
-from hypann._validation import check_positive_int, check_real
+from hypann._validation import ParameterTypeError, check_bool, check_positive_int, check_real, check_seed
 from hypann.geometry._kernels import insert_sorted, sq_dist_row
 from hypann.oracles.base import EuclideanNeighbors, EuclideanOracle
 
@@ -105,6 +105,10 @@ __all__ = ["LSHOracle", "MAX_GRANULARITY"]
 
 #: Cap of the paper's per-shell granularity rule ``g = min(w**i, 10000)``.
 MAX_GRANULARITY = 10000.0
+
+# Largest granularity accepted: bucket coordinates r.x * g/2 + u stay below
+# 2**52, where float64 still holds every integer (and int64 keys cannot wrap).
+MAX_BUCKET_COORDINATE = 2.0**52
 
 # 2^64 / golden ratio, odd: multiplier of the Fibonacci hashing of bucket keys.
 _FIB = np.uint64(0x9E3779B97F4A7C15)
@@ -281,8 +285,9 @@ class LSHOracle(EuclideanOracle):
 
     Notes
     -----
-    Exact re-ranking needs the points: the oracle keeps a reference to the
-    array passed to :meth:`build` (no copy); :attr:`nbytes` counts the index
+    Exact re-ranking needs the points: the oracle keeps its own copy of the
+    array passed to :meth:`build` (the index's search algorithms hand over
+    their own arrays with ``copy=False``); :attr:`nbytes` counts the index
     structure only.
     """
 
@@ -322,23 +327,21 @@ class LSHOracle(EuclideanOracle):
         check_positive_int(self.tables, "tables")
         check_positive_int(self.bits, "bits")
         check_positive_int(self.max_candidates, "max_candidates", allow_none=True)
-        check_real(self.max_granularity, "max_granularity", low=0.0, low_open=True)
-        if self.probe not in (0, 1) or isinstance(self.probe, bool):
+        check_real(self.max_granularity, "max_granularity", low=0.0, high=MAX_BUCKET_COORDINATE, low_open=True)
+        if not isinstance(self.probe, Integral) or isinstance(self.probe, (bool, np.bool_)):
+            raise ParameterTypeError(f"probe must be 0 or 1, got probe={self.probe!r} ({type(self.probe).__name__})")
+        if self.probe not in (0, 1):
             raise ValueError(f"probe must be 0 or 1, got probe={self.probe!r}")
-        if not isinstance(self.offset, (bool, np.bool_)):
-            raise ValueError(f"offset must be True or False, got offset={self.offset!r}")
-        rs = self.random_state
-        if isinstance(rs, bool) or not isinstance(rs, Integral) or rs < 0:
-            raise ValueError(
-                f"random_state must be a non-negative integer (the hyperplanes are shared "
-                f"across shells by seed), got random_state={rs!r}"
-            )
-        if self.granularity == "auto":
+        check_bool(self.offset, "offset")
+        check_seed(self.random_state, "random_state", allow_none=False)  # an int: shells share hyperplanes by seed
+        if isinstance(self.granularity, str):
+            if self.granularity != "auto":
+                raise ValueError(f"granularity must be a number > 0 or 'auto', got granularity={self.granularity!r}")
             raise ValueError(
                 "granularity='auto' is resolved per shell: call for_shell(shell_index, width) "
                 "first, or pass a number"
             )
-        check_real(self.granularity, "granularity", low=0.0, low_open=True)
+        check_real(self.granularity, "granularity", low=0.0, high=MAX_BUCKET_COORDINATE, low_open=True)
 
     def for_shell(self, shell_index: int, width: float) -> LSHOracle:
         """An unbuilt copy for shell ``shell_index`` of a partition of width ``w``.

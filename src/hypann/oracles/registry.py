@@ -12,6 +12,7 @@ Third-party libraries register with :func:`register_oracle`.
 from __future__ import annotations
 
 import importlib
+import inspect
 
 from hypann.oracles.base import EuclideanOracle
 
@@ -35,7 +36,12 @@ def available_oracles() -> list[str]:
 
 
 def parse_value(text: str):
-    """Parse one spec value: int, float, bool, None or string."""
+    """Parse one spec value: int, float, bool, None or string.
+
+    Only the literals ``true`` / ``false`` (any case) become booleans; other
+    words (``yes``, ``no``, ``on``) stay strings, which boolean settings
+    refuse, and ``1`` / ``0`` stay integers.
+    """
     low = text.strip().lower()
     if low in ("true", "false"):
         return low == "true"
@@ -75,8 +81,29 @@ def _resolve(name: str):
     return target
 
 
-def make_oracle(spec) -> EuclideanOracle:
-    """Build an (unfitted) oracle from a spec string or return an oracle instance as is."""
+def _settings_of(cls) -> list[str]:
+    """Names of the keyword settings ``cls.__init__`` takes (none for ``object.__init__``)."""
+    if cls.__init__ is object.__init__:
+        return []
+    params = inspect.signature(cls.__init__).parameters.values()
+    return [p.name for p in params if p.kind == p.KEYWORD_ONLY or (p.kind == p.POSITIONAL_OR_KEYWORD and p.name != "self")]
+
+
+def _accepts_random_state(cls) -> bool:
+    return "random_state" in _settings_of(cls)
+
+
+def make_oracle(spec, *, random_state=None) -> EuclideanOracle:
+    """Build an (unfitted) oracle from a spec string or return an oracle instance as is.
+
+    Parameters
+    ----------
+    spec : str or EuclideanOracle
+    random_state : int or None
+        Seed given to an oracle class that takes ``random_state`` (LSH,
+        hnswlib) when the spec does not set one itself; None keeps the
+        oracle's default. Ignored for instances.
+    """
     if isinstance(spec, EuclideanOracle):
         return spec
     if not isinstance(spec, str):
@@ -86,6 +113,15 @@ def make_oracle(spec) -> EuclideanOracle:
     if hasattr(cls, "from_spec_args"):
         return cls.from_spec_args(args)
     kwargs = parse_kwargs(args, where=f"oracle spec {spec!r}")
+    allowed = _settings_of(cls)
+    unknown = sorted(set(kwargs) - set(allowed))
+    if unknown:
+        raise ValueError(
+            f"bad settings for oracle {name!r} in spec {spec!r}: unknown option(s) {unknown}; "
+            f"allowed: {allowed or 'none'}"
+        )
+    if random_state is not None and "random_state" not in kwargs and _accepts_random_state(cls):
+        kwargs["random_state"] = random_state
     try:
         return cls(**kwargs)
     except TypeError as exc:

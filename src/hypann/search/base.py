@@ -11,11 +11,17 @@ from __future__ import annotations
 
 import numpy as np
 
+from hypann import _validation as V
 from hypann.oracles.registry import make_oracle
 
 
 class SearchAlgorithm:
-    """Base class. Subclasses set ``name``, ``uses_oracle``, ``query_params``."""
+    """Base class. Subclasses set ``name``, ``uses_oracle``, ``query_params``.
+
+    Subclasses check their constructor settings in :meth:`_check_settings`
+    (called by :meth:`build` and :meth:`restore`) and their query settings in
+    :meth:`check_query_params`.
+    """
 
     name = "base"
     uses_oracle = True
@@ -23,7 +29,15 @@ class SearchAlgorithm:
     query_params: tuple = ()
 
     def build(self, points, conformal, *, oracle="kdtree", random_state=None):
-        """Index ``points`` (n, d) with stored ``conformal`` (n,); returns self."""
+        """Index ``points`` (n, d) with stored ``conformal`` (n,); returns self.
+
+        ``points`` and ``conformal`` are kept by reference: the caller
+        (:class:`hypann.HyperbolicIndex`) hands over arrays it owns.
+        ``random_state`` (int >= 0 or None) seeds every random choice of the
+        build and is passed to oracles made from spec strings.
+        """
+        self._check_settings()
+        self.random_state_ = V.check_seed(random_state, "random_state")
         self.points_ = points
         self.conformal_ = conformal
         self.rng_ = np.random.default_rng(random_state)
@@ -31,8 +45,19 @@ class SearchAlgorithm:
         self._build(points, conformal, oracle)
         return self
 
+    def _check_settings(self):
+        """Raise ValueError/TypeError for a bad constructor setting (none by default)."""
+
+    def check_query_params(self, **params) -> dict:
+        """Validated per-call settings (names already checked against ``query_params``)."""
+        return params
+
     def _make_oracle(self, oracle):
-        return make_oracle(oracle) if isinstance(oracle, str) else oracle
+        """An unbuilt oracle: a spec string is parsed and gets the index's seed
+        (unless the spec sets ``random_state`` itself); an instance is used as is."""
+        if isinstance(oracle, str):
+            return make_oracle(oracle, random_state=getattr(self, "random_state_", None))
+        return oracle
 
     def _build(self, points, conformal, oracle):
         raise NotImplementedError(f"{type(self).__name__} must implement _build")
@@ -69,6 +94,15 @@ class SearchAlgorithm:
     def settings(self) -> dict:
         """Constructor settings (for saving and ``repr``)."""
         return {k: v for k, v in vars(self).items() if not k.endswith("_") and not k.startswith("_")}
+
+    def _query_seed(self, random_state):
+        """Seed of a search's random choices: the per-call ``random_state`` or, by
+        default, ``query_seed_``, drawn once at build time from the index's seed
+        (so equal calls give equal answers, and an int index seed fixes it in
+        any process)."""
+        if random_state is not None:
+            return V.check_seed(random_state, "random_state")
+        return self.query_seed_
 
     @property
     def nbytes(self) -> int:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from hypann import _validation as V
 from hypann.geometry import _kernels
 from hypann.geometry.poincare import delta_from_dist, dist_from_delta, euclidean_ball_from_delta
 from hypann.search.recentering import MAX_ROUNDS, RecenteringSearch
@@ -42,6 +43,10 @@ def initial_lower_delta(q_norm, q_conformal, rho):
         return np.where(rho > 0, rho * rho / (q_conformal * a * b), 0.0)
 
 
+def _check_ratio(ratio):
+    return V.check_real(ratio, "ratio", low=1.0, low_open=True)
+
+
 class BinarySearchSearch(RecenteringSearch):
     """``ratio``-approximate k-NN by geometric bisection on the radius.
 
@@ -49,7 +54,10 @@ class BinarySearchSearch(RecenteringSearch):
     ----------
     ratio : float, default 1.1
         Approximation factor ``c > 1`` of the paper (named ``ratio`` here
-        because ``c`` is the curvature throughout hypann).
+        because ``c`` is the curvature throughout hypann); also a per-call
+        setting of ``search``. Theorem 2's round count
+        ``log2(log(R0/L0) / log(ratio))`` is unbounded as ``ratio -> 1``, so
+        ``ratio <= 1`` is refused.
     """
 
     name = "binary_search"
@@ -58,8 +66,16 @@ class BinarySearchSearch(RecenteringSearch):
     def __init__(self, *, ratio: float = 1.1):
         self.ratio = ratio
 
+    def _check_settings(self):
+        _check_ratio(self.ratio)
+
+    def check_query_params(self, *, ratio=None, **params):
+        if ratio is not None:
+            params["ratio"] = _check_ratio(ratio)
+        return params
+
     def search(self, queries, q_conformal, k, *, budget=None, ratio=None, oracle_params=None):
-        ratio = self.ratio if ratio is None else ratio
+        ratio = _check_ratio(self.ratio if ratio is None else ratio)
         best_ids, best_d, stats, ids = self._first_round(queries, q_conformal, k, budget, oracle_params)
 
         # rho: Euclidean distance of the k-th Euclidean neighbour of q.

@@ -15,6 +15,7 @@ after that many examined points.
 
 from __future__ import annotations
 
+from hypann import _validation as V
 from hypann.result import SearchStats
 from hypann.search.base import SearchAlgorithm
 from hypann.search.hyperbolic_kdtree import HyperbolicKDTree
@@ -33,6 +34,9 @@ class HyperbolicKDTreeSearch(SearchAlgorithm):
 
     def __init__(self, *, leaf_size: int = 16):
         self.leaf_size = leaf_size
+
+    def _check_settings(self):
+        V.check_positive_int(self.leaf_size, "leaf_size")
 
     def _build(self, points, conformal, oracle):
         self.tree_ = HyperbolicKDTree(leaf_size=self.leaf_size).build(points, conformal)
@@ -56,6 +60,7 @@ class HyperbolicKDTreeSearch(SearchAlgorithm):
         return self.tree_.to_arrays()
 
     def restore(self, points, conformal, state, *, oracle=None, random_state=None):
+        self._check_settings()
         """Take a stored tree after checking it (:meth:`HyperbolicKDTree.validate_state`) against ``points``."""
         tree = HyperbolicKDTree.from_arrays(state, points=points, conformal=conformal)
         if tree.leaf_size != self.leaf_size:

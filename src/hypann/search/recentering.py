@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from hypann import _validation as V
 from hypann.geometry import _kernels
 from hypann.geometry.poincare import euclidean_ball_from_delta
 from hypann.result import SearchStats
@@ -65,12 +66,15 @@ class RecenteringSearch(SearchAlgorithm):
     def __init__(self, *, two_phase: bool = True):
         self.two_phase = two_phase
 
+    def _check_settings(self):
+        V.check_bool(self.two_phase, "two_phase")
+
     def _build(self, points, conformal, oracle):
         self.oracle_ = self._make_oracle(oracle)
         if hasattr(self.oracle_, "build_with_conformal"):
             self.oracle_.build_with_conformal(points, conformal)
         else:
-            self.oracle_.build(points)
+            self.oracle_.build(points, copy=False)  # the index's own array
 
     @property
     def nbytes(self):

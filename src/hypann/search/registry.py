@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import inspect
 
 _ALGORITHMS = {
     "brute": "hypann.search.brute:BruteForceSearch",
@@ -27,9 +28,20 @@ def algorithm_class(name: str):
     return getattr(importlib.import_module(module), cls)
 
 
+def settings_of(cls) -> list[str]:
+    """Names of the keyword settings ``cls.__init__`` takes (none for ``object.__init__``)."""
+    if cls.__init__ is object.__init__:
+        return []
+    params = inspect.signature(cls.__init__).parameters.values()
+    return [p.name for p in params if p.kind == p.KEYWORD_ONLY or (p.kind == p.POSITIONAL_OR_KEYWORD and p.name != "self")]
+
+
 def make_algorithm(name: str, params: dict):
     cls = algorithm_class(name)
-    try:
-        return cls(**params)
-    except TypeError as exc:
-        raise ValueError(f"bad settings for algorithm {name!r}: {exc}") from None
+    unknown = sorted(set(params) - set(settings_of(cls)))
+    if unknown:
+        raise ValueError(
+            f"bad settings for algorithm {name!r}: unknown option(s) {unknown}; "
+            f"allowed: {settings_of(cls) or 'none'}"
+        )
+    return cls(**params)

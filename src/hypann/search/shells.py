@@ -58,7 +58,6 @@ from hypann.geometry.bands import (
     shell_radii,
 )
 from hypann.geometry.poincare import dist_from_delta, euclidean_ball_from_delta
-from hypann.oracles.registry import make_oracle
 from hypann.result import SearchStats
 from hypann.search.base import SearchAlgorithm
 from hypann.search.recentering import MAX_ROUNDS
@@ -92,12 +91,17 @@ class SphericalShellSearch(SearchAlgorithm):
         self.recenter = recenter
 
     # ------------------------------------------------------------------ build
-    def _build(self, points, conformal, oracle):
-        w = V.check_real(self.width, "width", low=1.0, low_open=True)
+    def _check_settings(self):
+        V.check_real(self.width, "width", low=1.0, low_open=True)
+        V.check_positive_int(self.n_shells, "n_shells", allow_none=True)
         V.check_real(self.eps, "eps", low=0.0)
+        V.check_bool(self.recenter, "recenter")
+
+    def _build(self, points, conformal, oracle):
+        w = float(self.width)
         shell = shell_of(conformal, w)
         needed = int(shell.max())
-        n = needed if self.n_shells is None else V.check_positive_int(self.n_shells, "n_shells")
+        n = needed if self.n_shells is None else int(self.n_shells)
         if needed > n:
             raise ValueError(
                 f"points reach shell {needed} (1/(1-|x|^2) up to {1 / conformal.min():.3g}) but n_shells={n}; "
@@ -116,12 +120,13 @@ class SphericalShellSearch(SearchAlgorithm):
                 self.oracles_.append(None)
                 continue
             o = self._shell_oracle(oracle, b, w)
-            o.build(np.ascontiguousarray(points[ids]))
+            o.build(np.ascontiguousarray(points[ids]), copy=False)  # points[ids] is a fresh copy
             self.oracles_.append(o)
 
-    @staticmethod
-    def _shell_oracle(oracle, shell, width):
-        o = make_oracle(oracle) if isinstance(oracle, str) else copy.deepcopy(oracle)
+    def _shell_oracle(self, oracle, shell, width):
+        """An unbuilt oracle for one shell: a spec string gets the index's seed
+        (the same for every shell, so LSH shares its hyperplanes across shells)."""
+        o = self._make_oracle(oracle) if isinstance(oracle, str) else copy.deepcopy(oracle)
         if hasattr(o, "for_shell"):
             o = o.for_shell(shell, width)
         return o
@@ -224,17 +229,28 @@ class RandomizedShellSearch(SphericalShellSearch):
     """Randomized-Spherical-Shell-HyperbolicNN (Algorithm 8) with a decision oracle.
 
     Shells are visited in a random order per query (non-empty shells only:
-    an empty shell can hold no closer point). Query-time ``random_state``
-    defaults to the index's seed.
+    an empty shell can hold no closer point). The order is drawn per call
+    from the query-time ``random_state`` (int >= 0) or, by default, from a
+    seed fixed at build time from the index's ``random_state``: repeated
+    calls with the same queries give the same answer.
     """
 
     name = "random_shells"
     randomized = True
     query_params = ("random_state",)
 
+    def check_query_params(self, *, random_state=None, **params):
+        if random_state is not None:
+            params["random_state"] = V.check_seed(random_state, "random_state")
+        return params
+
+    def _build(self, points, conformal, oracle):
+        super()._build(points, conformal, oracle)
+        self.query_seed_ = int(self.rng_.integers(2**63 - 1))
+
     def search(self, queries, q_conformal, k, *, budget=None, random_state=None, oracle_params=None):
         m = queries.shape[0]
-        rng = self.rng_ if random_state is None else np.random.default_rng(random_state)
+        rng = np.random.default_rng(self._query_seed(random_state))
         stats = SearchStats.zeros(m, "shells_probed", "decision_calls", "full_probes")
         best_ids = np.full((m, k), -1, dtype=np.int64)
         best_d = np.full((m, k), np.inf)
