@@ -36,7 +36,7 @@ def faiss_single_thread():
     faiss.omp_set_num_threads(before)
 
 
-@pytest.fixture(scope="module", params=[(0, 2), (1, 3), (2, 5), (3, 10)], ids=lambda p: f"seed{p[0]}-d{p[1]}")
+@pytest.fixture(scope="module", params=[(0, 2), (2, 5), (3, 10)], ids=lambda p: f"seed{p[0]}-d{p[1]}")
 def deep(request):
     seed, d = request.param
     rng = np.random.default_rng(seed)

@@ -46,6 +46,14 @@ class HyperbolicIndex:
     **params
         Build settings of the algorithm (e.g. ``ratio=1.1``, ``width=3``).
 
+    Notes
+    -----
+    Threads: a built index may be searched from several Python threads at
+    once; every call returns exactly what it would return alone (searches
+    keep no state on the index; hnswlib's index-global ``ef`` is set under a
+    per-oracle lock, so hnswlib calls run one at a time). Building, loading
+    or saving while another thread searches is not supported.
+
     Examples
     --------
     >>> import numpy as np, hypann
