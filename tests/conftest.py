@@ -32,3 +32,44 @@ def ball_points(rng, n, d, *, min_conformal=1e-12, radial_power=0.2):
     lam = np.exp(log_lam)
     r = np.sqrt(1.0 - lam)
     return dirs * r[:, None]
+
+
+def points_at_norm(directions, h):
+    """Points along ``directions`` at hyperbolic norm ``h`` (up to ~37), strictly inside the ball.
+
+    ``|x| = tanh(h/2)`` is formed by numpy's correctly rounded ``tanh``; where
+    rounding the coordinates pushes ``|x|`` to 1 or beyond, the point is
+    pulled in by one ulp at a time (a relative ``2^-53``) until the
+    compensated ``1-|x|^2`` is positive. At ``h = 37``, ``1-|x|^2 ~ 3e-16``.
+    """
+    from hypann.geometry._kernels import conformal_factor
+
+    directions = np.asarray(directions, dtype=np.float64)
+    directions = directions / np.linalg.norm(directions, axis=1, keepdims=True)
+    x = directions * np.tanh(np.asarray(h, dtype=np.float64) / 2.0)[:, None]
+    for _ in range(16):
+        outside = ~(conformal_factor(x) > 0.0)
+        if not outside.any():
+            return x
+        x[outside] *= 1.0 - 2.0**-53
+    raise AssertionError("could not place points inside the ball")
+
+
+def deep_clusters(rng, n, d, *, h_min=20.0, h_max=37.0, n_clusters=4):
+    """Clusters near the boundary: hyperbolic norms ``h_min..h_max``, neighbours very close.
+
+    Each cluster sits at its own norm (the first at ``h_max``); a point moves
+    from it by a relative spread ``s`` between ``1e-3`` and ``3`` in
+    hyperbolic distance, radially and tangentially (a tangential move of
+    ``s e^{-h}`` in the direction is a hyperbolic move of about ``s``).
+    Points a few ulps apart, duplicates and exact ties all occur.
+    """
+    centres = rng.normal(size=(n_clusters, d))
+    centres /= np.linalg.norm(centres, axis=1, keepdims=True)
+    h_c = rng.uniform(h_min, h_max, n_clusters)
+    h_c[0] = h_max
+    label = rng.integers(0, n_clusters, n)
+    spread = 10.0 ** rng.uniform(-3, 0.5, n)
+    h = np.minimum(h_c[label] + spread * rng.uniform(-1, 1, n), h_max)
+    directions = centres[label] + (np.exp(-h) * spread)[:, None] * rng.normal(size=(n, d))
+    return points_at_norm(directions, h)

@@ -68,6 +68,11 @@ class HyperbolicIndex:
     ``ValueError``), a value out of range ``ValueError``, each naming the
     parameter, the value and what is allowed. The index keeps its own copy of
     the points: changing ``X`` after :meth:`build` does not change the index.
+    Threads: a built index may be searched from several Python threads at
+    once; every call returns exactly what it would return alone (searches
+    keep no state on the index; hnswlib's index-global ``ef`` is set under a
+    per-oracle lock, so hnswlib calls run one at a time). Building, loading
+    or saving while another thread searches is not supported.
 
     Examples
     --------
@@ -238,7 +243,18 @@ class HyperbolicIndex:
             Neighbours per query, ``1 <= k <= n_points``.
         budget : int, optional
             Sample budget: stop a query once it has examined this many points
-            (the paper's "# Samples") and return the best found.
+            (the paper's "# Samples", reported as ``stats.samples``) and
+            return the best found. A hard limit: ``stats.samples <= budget``
+            for every algorithm with every built-in oracle, with no
+            allowance (oracles stop after the samples a query has left, or
+            are asked for no more neighbours than that). ``"brute"`` scans a
+            fixed random sample of ``budget`` points. The one exception is
+            a third-party oracle that counts its evaluations
+            (``counts_evaluations``) but cannot stop early
+            (``supports_budget`` False): a query may then overshoot by the
+            evaluations of its last oracle call. Fewer than ``k`` points may
+            come back when ``budget < k`` (``-1`` ids, ``inf`` distances).
+            Under a budget no search is exact.
         oracle_params : dict, optional
             Per-call settings of the Euclidean oracle(s), e.g. ``{"ef": 128}``
             for hnswlib or ``{"ef_search": 64}`` / ``{"nprobe": 16}`` for faiss.

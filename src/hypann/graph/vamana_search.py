@@ -3,6 +3,12 @@
 A baseline (Wu & Charikar compare against it): no guarantee, restarts from
 random points until a sample ``budget`` is used (the paper's protocol). The
 query-time list size ``L`` can be swept per call.
+
+Budget: a hard limit with no allowance; evaluation stops at exactly
+``budget`` distance evaluations (``samples <= budget``), possibly in the
+middle of a neighbour list. Restart points are drawn from ``random_state``
+(default 0) and the query's row in the batch, so a call is a deterministic
+function of its arguments.
 """
 
 from __future__ import annotations

@@ -10,7 +10,19 @@ Capabilities
 ------------
 ``exact``
     ``knn`` returns the true Euclidean nearest neighbours (the paper's O);
-    otherwise it is a (1+eps)-approximate oracle (the paper's O~).
+    otherwise it is a (1+eps)-approximate oracle (the paper's O~). Exact
+    means exact in float64 up to the rounding of a squared distance: with
+    ``e_k`` the k-th returned squared distance, every point ``x`` not
+    returned has
+
+    .. math:: \\|x - c\\|^2 \\ge e_k\\,(1 - \\epsilon_d),\\qquad
+              \\epsilon_d = (d + 8)\\, 2^{-52}
+
+    (:func:`exact_sq_rtol`), as float64 distances formed from explicit
+    differences guarantee. The recentring algorithms build their
+    rounding-safe certificates on this (:mod:`hypann.search.certify`). An
+    oracle that chooses in lower precision (faiss ``"Flat"``) must widen its
+    candidate list until the float64 re-rank provably holds the answer.
 ``counts_evaluations``
     ``knn`` reports, per query, how many points it examined (the paper's
     "samples"); otherwise hypann counts the candidates it is handed.
@@ -19,9 +31,19 @@ Capabilities
     passed as ``knn(queries, k, **params)`` and by
     ``HyperbolicIndex.search(..., oracle_params={...})``.
 ``supports_budget``
-    ``_knn`` accepts ``budget`` (per-query cap on examined points) and stops
-    there, so a sample budget is a hard limit rather than checked between
-    oracle calls.
+    ``_knn`` accepts ``budget`` (per-query cap on examined points, each
+    ``>= 1``) and stops there, so a sample budget is a hard limit rather than
+    checked between oracle calls.
+
+Budgets. :meth:`EuclideanOracle.knn` makes a ``budget`` a hard limit on the
+samples an algorithm charges for the call, whatever the oracle: with
+``supports_budget`` the oracle stops after ``budget[i]`` examined points;
+an oracle that neither supports budgets nor counts its evaluations is asked
+for ``min(k, max(budget))`` neighbours and row ``i`` keeps only its
+``budget[i]`` nearest (the samples charged are the candidates handed back).
+Only an oracle that counts its evaluations but cannot stop early (none of
+the built-in ones) may overshoot, by at most the evaluations of that one
+call.
 """
 
 from __future__ import annotations
@@ -31,6 +53,21 @@ from dataclasses import dataclass
 import numpy as np
 
 from hypann._validation import check_positive_int, reject_unknown
+
+#: Unit roundoff of float64.
+UNIT_ROUNDOFF = 2.0**-53
+
+
+def exact_sq_rtol(dim):
+    """Relative rounding slack ``(dim + 8) 2^-52`` of an exact oracle's squared distances.
+
+    A squared distance summed from ``dim`` explicit float64 differences has
+    a relative error below ``(dim + 2) 2^-53``; a square root and a square
+    on the way (scipy returns distances) add a few ``2^-53``. The bound
+    ``(dim + 8) 2^-52`` covers both the returned value and the oracle's
+    internal ranking, with a factor of two to spare.
+    """
+    return (float(dim) + 8.0) * 2.0 * UNIT_ROUNDOFF
 
 
 @dataclass(frozen=True)
@@ -73,7 +110,8 @@ class EuclideanOracle:
     ``points`` handed to ``_build`` are float64 C-contiguous (n, d) and owned
     by the oracle (a copy of the caller's array unless ``build(copy=False)``);
     queries likewise. Optional: :meth:`_near` for a faster (1+eps, R)
-    decision query.
+    decision query (``_near(queries, radius, eps)``, plus ``budget=`` with
+    ``supports_budget``).
     """
 
     name = "base"
@@ -108,18 +146,33 @@ class EuclideanOracle:
     def knn(self, queries, k, budget=None, **params) -> EuclideanNeighbors:
         """The ``k`` Euclidean nearest indexed points of each query row.
 
-        ``budget`` (int or (m,) ints) caps the points examined per query for
-        oracles with ``supports_budget``; others ignore it. ``params`` are
-        per-call settings named in ``query_params``.
+        ``budget`` (int or (m,) ints, each ``>= 1``) is the number of samples
+        the caller may still spend on each row (see "Budgets" in the module
+        docstring): oracles with ``supports_budget`` stop after that many
+        examined points; oracles that do not count evaluations return at
+        most ``budget[i]`` neighbours for row ``i`` (the rest padded with
+        ``-1`` / ``inf``); the nearest ones, so the prefix of an exact
+        answer stays exact. ``params`` are per-call settings named in
+        ``query_params``.
         """
         if params:
             reject_unknown(params, self.query_params, f"oracle {self.name!r}")
         k = check_positive_int(k, "k")
         queries = np.ascontiguousarray(queries, dtype=np.float64)
-        k_eff = min(k, self.n_points_)
+        m = queries.shape[0]
+        k_eff = min(int(k), self.n_points_)
+        if budget is not None:
+            budget = np.ascontiguousarray(np.broadcast_to(np.asarray(budget, dtype=np.int64), (m,)))
         if budget is not None and self.supports_budget:
-            budget = np.ascontiguousarray(np.broadcast_to(np.asarray(budget, dtype=np.int64), (queries.shape[0],)))
             res = self._knn(queries, k_eff, budget=budget, **params)
+        elif budget is not None and not self.counts_evaluations and m and k_eff:
+            # k-limited request: the samples charged are the neighbours handed back
+            k_req = int(min(k_eff, max(1, budget.max())))
+            res = self._knn(queries, k_req, **params)
+            cut = np.arange(k_req)[None, :] >= budget[:, None]
+            res = EuclideanNeighbors(np.where(cut, np.inf, res.sq_dist), np.where(cut, -1, res.indices),
+                                     res.evaluations)
+            k_eff = k_req
         else:
             res = self._knn(queries, k_eff, **params)
         if k_eff < k:  # pad to the contract's shape
@@ -149,13 +202,14 @@ class EuclideanOracle:
         radii = np.ascontiguousarray(np.broadcast_to(np.asarray(radii, dtype=np.float64), (queries.shape[0],)))
         return self._radius(queries, radii)
 
-    def near(self, queries, radius, eps=0.0):
+    def near(self, queries, radius, eps=0.0, budget=None):
         """(1+eps, R) near-neighbour decision oracle (the paper's DO~).
 
         For each query, returns the id of a point within ``(1+eps) * radius``
         when some point lies within ``radius`` (a certificate), else -1. The
-        default asks ``knn(q, 1)``, which is a valid decision oracle for any
-        (1+eps)-approximate ``knn``.
+        default asks ``knn(q, 1, budget=budget)``, which is a valid decision
+        oracle for any (1+eps)-approximate ``knn``. ``budget`` is as in
+        :meth:`knn`: with it the call charges at most ``budget[i]`` samples.
 
         Returns
         -------
@@ -164,9 +218,12 @@ class EuclideanOracle:
         """
         queries = np.ascontiguousarray(queries, dtype=np.float64)
         radius = np.broadcast_to(np.asarray(radius, dtype=np.float64), (queries.shape[0],))
-        if hasattr(self, "_near"):
+        if hasattr(self, "_near") and budget is None:
             return self._near(queries, radius, float(eps))
-        res = self.knn(queries, 1)
+        if hasattr(self, "_near") and self.supports_budget:
+            budget = np.ascontiguousarray(np.broadcast_to(np.asarray(budget, dtype=np.int64), (queries.shape[0],)))
+            return self._near(queries, radius, float(eps), budget=budget)
+        res = self.knn(queries, 1, budget=budget)
         ok = res.sq_dist[:, 0] <= ((1.0 + eps) * radius) ** 2
         return np.where(ok, res.indices[:, 0], -1), res.evaluations
 

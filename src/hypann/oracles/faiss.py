@@ -4,8 +4,23 @@ faiss stores and compares float32 vectors: it *chooses* the ``k`` neighbours
 in float32, then this oracle recomputes their squared distances in float64
 from explicit differences and re-sorts them (hypann re-ranks hyperbolically
 in float64 anyway). Points closer than float32 can resolve (coordinates
-within ~6e-8 relative, i.e. near the boundary of the ball) may be ranked
-wrongly by faiss even with ``"Flat"``; ``exact`` is True only for ``"Flat"``.
+within ~6e-8 relative, i.e. near the boundary of the ball) are ranked
+wrongly by faiss's float32 arithmetic.
+
+``"Flat"`` is nevertheless an exact oracle (``exact`` is True for it only):
+it widens its candidate list until the float64 re-rank provably holds the
+float64 k nearest. With ``F(x)`` the float32 squared distance faiss ranks
+by and ``D(x)`` the float64 one, a bound ``|F(x) - D(x)| <= E(q)`` holds for
+every point (:func:`float32_sq_dist_error`). If faiss returned the ``k'``
+smallest ``F`` and the k-th smallest re-ranked ``D`` among them is ``D_k``,
+then every point not returned has ``D(x) >= F_{k'} - E``; once
+
+.. math:: F_{k'} - E(q) > D_k\\,(1 + \\epsilon_d)
+
+no point outside the list can be among the ``k`` nearest. ``k'`` starts at
+``2k + 10`` and is multiplied by 4 until that holds or ``k' = n``. Near the
+boundary ``E ~ 1e-6`` swamps the neighbour distances and a query's whole
+cluster is re-ranked: exact, at a cost.
 
 Spec strings: ``"faiss:HNSW32"``, ``"faiss:IVF256,Flat;nprobe=16"``,
 ``"faiss:HNSW32;efSearch=64"``; a ``;`` separates the factory string from
@@ -18,10 +33,32 @@ from __future__ import annotations
 import numpy as np
 
 from hypann._validation import check_positive_int, check_str
-from hypann.oracles.base import EuclideanNeighbors, EuclideanOracle, rerank_float64
+from hypann.oracles.base import EuclideanNeighbors, EuclideanOracle, exact_sq_rtol, rerank_float64
 from hypann.oracles.registry import parse_kwargs
 
 _QUERY_SETTINGS = {"nprobe": "nprobe", "efSearch": "ef_search", "ef_search": "ef_search"}
+
+# Unit roundoff of float32.
+_U32 = 2.0**-24
+
+
+def float32_sq_dist_error(q_norm, max_norm, dim):
+    """Bound on ``|F - D|``: float32 squared distance ``F`` against the float64 one ``D``.
+
+    Rounding ``q`` and ``x`` to float32 moves each by at most ``u |.|``
+    (``u = 2^-24``), so ``| |q32-x32| - |q-x| | <= e1 = u (|q| + |x|)`` and
+    the squared distance moves by at most ``e1 (2 s + e1)`` with
+    ``s = |q| + max|x|``. faiss then computes in float32, either from
+    differences or as ``|q|^2 + |x|^2 - 2 q.x`` (BLAS); both stay within
+    ``(d + 3) u s^2``, taken twice here:
+
+    .. math:: E = e_1 (2 s + e_1) + 2 (d + 4)\\, u\\, s^2 ,
+
+    plus 1 % for the rounding of this formula itself.
+    """
+    s = (np.asarray(q_norm, dtype=np.float64) + float(max_norm)) * (1.0 + 1e-12)
+    e1 = _U32 * s * (1.0 + 1e-6)
+    return 1.01 * (e1 * (2.0 * s + e1) + 2.0 * (float(dim) + 4.0) * _U32 * s * s)
 
 
 def _import_faiss():
@@ -107,15 +144,40 @@ class FaissOracle(EuclideanOracle):
                     raise ValueError(f"faiss setting {key}={value} does not apply to factory {self.factory!r}") from None
         self._index = index
         self._points = points
+        self._max_norm = float(np.sqrt(np.einsum("ij,ij->i", points, points).max())) if len(points) else 0.0
 
     def _knn(self, queries, k, nprobe=None, ef_search=None):
         if k == 0:
             return EuclideanNeighbors(np.empty((len(queries), 0)), np.empty((len(queries), 0), np.int64))
         params = self._search_parameters(nprobe, ef_search)
+        if self.exact:
+            return self._knn_certified(queries, k)
         x32 = np.ascontiguousarray(queries, dtype=np.float32)
         _, ids = self._index.search(x32, k) if params is None else self._index.search(x32, k, params=params)
         sq, ids = rerank_float64(queries, self._points, ids.astype(np.int64))
         return EuclideanNeighbors(sq, ids)
+
+    def _knn_certified(self, queries, k):
+        """Float64-exact k-NN from a float32 ``Flat`` index by widening (module docstring)."""
+        m = queries.shape[0]
+        n = self.n_points_
+        out_sq = np.full((m, k), np.inf)
+        out_ids = np.full((m, k), -1, dtype=np.int64)
+        err = float32_sq_dist_error(np.linalg.norm(queries, axis=1), self._max_norm, self.dim_)
+        slack = 1.0 + exact_sq_rtol(self.dim_)
+        x32 = np.ascontiguousarray(queries, dtype=np.float32)
+        rows = np.arange(m)
+        wide = min(n, 2 * k + 10)
+        while rows.size:
+            f32, ids = self._index.search(np.ascontiguousarray(x32[rows]), wide)
+            sq, ids = rerank_float64(queries[rows], self._points, ids.astype(np.int64))
+            last = np.where(ids[:, -1] >= 0, f32[:, -1].astype(np.float64), np.inf)
+            done = (wide >= n) | (last - err[rows] > sq[:, k - 1] * slack)
+            out_sq[rows[done]] = sq[done, :k]
+            out_ids[rows[done]] = ids[done, :k]
+            rows = rows[~done]
+            wide = min(n, 4 * wide)
+        return EuclideanNeighbors(out_sq, out_ids)
 
     def _search_parameters(self, nprobe, ef_search):
         """Per-call faiss ``SearchParameters`` (the index itself is not modified)."""

@@ -6,9 +6,17 @@ oracle recomputes their squared distances in float64 from explicit
 differences and re-sorts them. Build settings (``M``, ``ef_construction``)
 are kept apart from the query setting ``ef`` (raised to ``k`` when smaller,
 as hnswlib requires ``ef >= k``).
+
+Threads: hnswlib's ``ef`` is a setting of the whole index (``set_ef``), not
+of one query, so every query holds a per-oracle lock from ``set_ef`` to the
+end of ``knn_query``: concurrent searches from several Python threads with
+different ``ef`` (or ``k``) each get their own setting, at the price of
+running one at a time.
 """
 
 from __future__ import annotations
+
+import threading
 
 import numpy as np
 
@@ -78,14 +86,26 @@ class HnswlibOracle(EuclideanOracle):
             index.add_items(np.ascontiguousarray(points, dtype=np.float32), np.arange(n), num_threads=self.num_threads)
         self._index = index
         self._points = points
+        self._lock = threading.Lock()
+
+    def __getstate__(self):
+        state = dict(vars(self))
+        state.pop("_lock", None)  # locks do not pickle or deep-copy; a copy gets its own
+        return state
+
+    def __setstate__(self, state):
+        vars(self).update(state)
+        if "_index" in state:
+            self._lock = threading.Lock()
 
     def _knn(self, queries, k, ef=None):
         if k == 0:
             return EuclideanNeighbors(np.empty((len(queries), 0)), np.empty((len(queries), 0), np.int64))
         ef = self.ef if ef is None else check_positive_int(ef, "ef")
-        self._index.set_ef(max(ef, k))
-        labels, _ = self._index.knn_query(np.ascontiguousarray(queries, dtype=np.float32), k=k,
-                                          num_threads=self.num_threads)
+        x32 = np.ascontiguousarray(queries, dtype=np.float32)
+        with self._lock:  # ef is index-global in hnswlib
+            self._index.set_ef(max(ef, k))
+            labels, _ = self._index.knn_query(x32, k=k, num_threads=self.num_threads)
         sq, ids = rerank_float64(queries, self._points, labels.astype(np.int64))
         return EuclideanNeighbors(sq, ids)
 

@@ -480,19 +480,19 @@ class LSHOracle(EuclideanOracle):
         d, i, ev = self._run(queries, k, np.full(mq, -1.0), ordered, budget)
         return EuclideanNeighbors(d, i, ev)
 
-    def _near(self, queries, radius, eps):
+    def _near(self, queries, radius, eps, budget=None):
         """(1+eps, R) decision query over the probed buckets.
 
         Returns the first candidate found within ``(1+eps) * radius`` (the
         search stops there) or -1, and the number of distinct candidates
-        examined. A -1 is not a proof that no point lies within ``radius``:
-        LSH may miss it.
+        examined (at most ``budget[i]`` when a budget is given). A -1 is not
+        a proof that no point lies within ``radius``: LSH may miss it.
         """
         mq = queries.shape[0]
         if self.n_points_ == 0:
             return np.full(mq, -1, np.int64), np.zeros(mq, np.int64)
         stop = ((1.0 + eps) * radius) ** 2
-        d, i, ev = self._run(queries, 1, np.ascontiguousarray(stop, dtype=np.float64), True)
+        d, i, ev = self._run(queries, 1, np.ascontiguousarray(stop, dtype=np.float64), True, budget)
         cert = np.where(d[:, 0] <= stop, i[:, 0], -1)
         return cert, ev
 

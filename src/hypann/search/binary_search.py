@@ -23,6 +23,20 @@ For k = 1 and ``rho < |q|`` this is the paper's
 and ``rho >= |q|`` (where the paper's point would cross the origin) and keeps
 its digits at the boundary. The guarantee is on the k-th returned distance:
 ``d(q, n_k) <= ratio * d(q, n*_k)``.
+
+Rounding (beyond the paper). The guarantee needs every lower bound to be
+true. With an exact oracle ``rho`` is shrunk by the oracle's rounding slack,
+and a ball is declared to hold fewer than k points only when the call also
+passes the certificate of :mod:`hypann.search.certify` for
+``delta < delta_mid`` (its k-th neighbour lies outside a ball that provably
+holds every such point); otherwise the call is repeated at the same radius
+with ``2k``, ``4k``, ... neighbours (``stats.extra["rechecks"]``, not
+counted in ``rounds``). The guarantee then holds for the float64 distances
+at any norm, also at the boundary of the ball where the rounded ball
+centres are off by more than the balls' radii.
+
+Budget: ``samples <= budget`` per query, exactly, with every built-in oracle
+(as :class:`~hypann.search.recentering.RecenteringSearch`).
 """
 
 from __future__ import annotations
@@ -32,6 +46,8 @@ import numpy as np
 from hypann import _validation as V
 from hypann.geometry import _kernels
 from hypann.geometry.poincare import delta_from_dist, dist_from_delta, euclidean_ball_from_delta
+from hypann.oracles.base import UNIT_ROUNDOFF, exact_sq_rtol
+from hypann.search.certify import conformal_rtol
 from hypann.search.recentering import MAX_ROUNDS, RecenteringSearch
 
 
@@ -76,17 +92,28 @@ class BinarySearchSearch(RecenteringSearch):
 
     def search(self, queries, q_conformal, k, *, budget=None, ratio=None, oracle_params=None):
         ratio = _check_ratio(self.ratio if ratio is None else ratio)
-        best_ids, best_d, stats, ids = self._first_round(queries, q_conformal, k, budget, oracle_params)
+        m, dim = queries.shape
+        n = self.points_.shape[0]
+        certify = self._certifies
+        best_ids, best_d, stats, _, last_sq = self._first_round(queries, q_conformal, k, budget, oracle_params)
 
-        # rho: Euclidean distance of the k-th Euclidean neighbour of q.
-        diff = queries - self.points_[np.maximum(ids[:, k - 1], 0)]
-        rho = np.sqrt(np.einsum("ij,ij->i", diff, diff))
+        # rho: Euclidean distance of the k-th Euclidean neighbour of q, less
+        # the oracle's rounding slack (inf when fewer than k came back)
+        rho = np.sqrt(last_sq * (1.0 - exact_sq_rtol(dim)))
         q_norm = np.linalg.norm(queries, axis=1)
-        lower = dist_from_delta(initial_lower_delta(q_norm, q_conformal, rho))
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            lower_delta = initial_lower_delta(q_norm, q_conformal, rho)
+            # rounding of the formula: a few u, the conformal factor, and 1+|q|-rho
+            slack = (dim + 16.0) * UNIT_ROUNDOFF + 2.0 * conformal_rtol(q_conformal, dim)
+            slack = slack + 4.0 * UNIT_ROUNDOFF / np.abs(1.0 + q_norm - rho)
+            lower_delta = np.where(np.isfinite(rho), lower_delta * np.maximum(1.0 - slack, 0.0), 0.0)
+        lower = dist_from_delta(lower_delta)
         upper = dist_from_delta(best_d[:, k - 1])
         with np.errstate(divide="ignore", invalid="ignore"):
             stats.extra["initial_ratio_log"] = np.where(lower > 0, np.log(upper / lower), 0.0)
 
+        kreq = np.full(m, k, dtype=np.int64)  # neighbours asked for: > k once a call needed re-checking
+        recheck = np.zeros(m, dtype=bool)  # the next call repeats the last radius
         active = (upper > ratio * lower) & np.isfinite(upper)
         if budget is not None:
             active &= stats.samples < budget
@@ -98,7 +125,9 @@ class BinarySearchSearch(RecenteringSearch):
             mid_delta = delta_from_dist(mid)
             centers, _ = euclidean_ball_from_delta(queries[act], mid_delta, cq=q_conformal[act])
             rem = None if budget is None else budget - stats.samples[act]
-            ids, cand_d, samples = self._ask(np.ascontiguousarray(centers), k, queries[act], q_conformal[act], rem, oracle_params)
+            ids, cand_d, last_sq, samples = self._ask_grouped(
+                np.ascontiguousarray(centers), kreq[act], queries[act], q_conformal[act], rem, oracle_params
+            )
             sub_ids = best_ids[act]
             sub_d = best_d[act]
             _kernels.merge_topk(sub_ids, sub_d, ids, cand_d)
@@ -106,12 +135,24 @@ class BinarySearchSearch(RecenteringSearch):
             best_d[act] = sub_d
             stats.oracle_calls[act] += 1
             stats.samples[act] += samples
-            stats.rounds[act] += 1
+            stats.rounds[act] += ~recheck[act]
+            stats.extra["rechecks"][act] += recheck[act]
             # The ball of radius mid holds k points iff the k-th best is now inside it.
             new_upper = dist_from_delta(sub_d[:, k - 1])
             nonempty = new_upper <= mid
+            if certify:
+                # "fewer than k inside" is a lower bound only if no point was lost to rounding
+                cert = self._certified(act, queries, q_conformal, mid_delta, mid_delta, last_sq, kreq[act])
+                raised = np.maximum(lower[act], dist_from_delta(mid_delta))
+            else:
+                cert = np.ones(act.size, dtype=bool)
+                raised = mid
             upper[act] = np.where(nonempty, new_upper, upper[act])
-            lower[act] = np.where(nonempty, lower[act], mid)
+            lower[act] = np.where(~nonempty & cert, raised, lower[act])
+            widen = act[~nonempty & ~cert]
+            kreq[widen] = np.minimum(2 * kreq[widen], max(n, k))
+            recheck[act] = False
+            recheck[widen] = True
             active[act] = upper[act] > ratio * lower[act]
             if budget is not None:
                 active &= stats.samples < budget

@@ -12,8 +12,11 @@ from hypann.search.base import SearchAlgorithm, sort_ragged
 class BruteForceSearch(SearchAlgorithm):
     """Scan every point, rank by ``delta`` (direct differences, stored conformal factors).
 
-    With a sample ``budget`` < n, scans the first ``budget`` points of a fixed
-    random permutation drawn at build time (a uniform random sample).
+    Budget: with a sample ``budget`` < n, scans only the first ``budget``
+    points of a fixed random permutation drawn at build time (a uniform
+    random sample, the same for every call) and reports exactly ``budget``
+    samples: a hard limit with no allowance. The answer is then the exact
+    k-NN within that sample.
     """
 
     name = "brute"

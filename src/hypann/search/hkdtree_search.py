@@ -9,8 +9,9 @@ over it cannot beat the current k-th best:
     {(1-\\|q\\|^2)\\,\\min_{x \\in \\text{node}}(1-\\|x\\|^2)} ,
 
 so no oracle round trips are needed (see
-:mod:`hypann.search.hyperbolic_kdtree`). With a ``budget`` the walk stops
-after that many examined points.
+:mod:`hypann.search.hyperbolic_kdtree`). Budget: with a ``budget`` the walk
+stops after exactly that many examined points, so ``samples <= budget``
+with no allowance; the most promising leaves are examined first.
 """
 
 from __future__ import annotations

@@ -37,6 +37,21 @@ exact: a point strictly inside the final k-th ball lies in a probed shell and
 strictly inside the (larger or equal) ball that shell was last recentred on,
 so the shell's recentering would have found it. With an exact oracle the
 result is exact; with an approximate one it is markedly more accurate.
+In float64 "would have found it" needs the rounding-safe certificate of
+:mod:`hypann.search.certify`: with an exact oracle the recentring calls ask
+for ``k + 1`` neighbours, and a shell's recentring stops only once a call
+proves that it returned every point of the shell with ``delta`` below the
+k-th best, asking for ``2(k+1)``, ``4(k+1)``, ... neighbours when the top-k
+stopped changing without that proof (``stats.extra["rechecks"]``). The
+result then equals float64 brute force (ties in ``delta`` may be broken
+differently) at any norm.
+
+Budget: ``samples <= budget`` per query, exactly, with every built-in
+oracle, for both variants (decision calls included): each call is given
+the samples the query has left (see
+:meth:`~hypann.oracles.base.EuclideanOracle.knn`). A third-party oracle
+that counts its evaluations but cannot stop early may overshoot by the
+evaluations of its last call.
 
 Batching: each round every unfinished query picks one shell; queries are
 grouped by shell and each shell's oracle is called once per round.
@@ -60,6 +75,7 @@ from hypann.geometry.bands import (
 from hypann.geometry.poincare import dist_from_delta, euclidean_ball_from_delta
 from hypann.result import SearchStats
 from hypann.search.base import SearchAlgorithm
+from hypann.search.certify import enclosing_sq_radius, is_certified
 from hypann.search.recentering import MAX_ROUNDS
 
 
@@ -108,6 +124,7 @@ class SphericalShellSearch(SearchAlgorithm):
                 f"raise n_shells or leave it None"
             )
         self.n_shells_ = n
+        self.min_conformal_ = float(conformal.min())
         self.radii_ = shell_radii(n, w)
         self.shell_ids_ = []  # per shell: global ids of its points
         self.oracles_ = []
@@ -143,44 +160,74 @@ class SphericalShellSearch(SearchAlgorithm):
         """Full probe of shell ``b`` for query rows ``rows``: merge its k Euclidean NN.
 
         With ``recenter``, then ask for the neighbours of the centre of the
-        ball through the k-th best until the top-k stops changing.
+        ball through the k-th best until the top-k stops changing (with an
+        exact oracle: until a call is certified, see the module docstring).
         """
         oracle = self.oracles_[b - 1]
         if oracle is None:
             return
         stats.extra["shells_probed"][rows] += 1
+        certify = self.recenter and bool(getattr(oracle, "exact", False))
+        shell_ids = self.shell_ids_[b - 1]
+        dim = queries.shape[1]
         centers = queries[rows]
+        d_call = np.zeros(rows.size)  # delta the centres come from (0: q itself)
+        kreq = np.full(rows.size, k, dtype=np.int64)  # k+1 when recentring with an exact oracle
+        recheck = np.zeros(rows.size, dtype=bool)
         for rnd in range(MAX_ROUNDS):
             remaining = None if budget is None else np.maximum(budget - stats.samples[rows], 1)
-            res = oracle.knn(centers, k, budget=remaining, **(oracle_params or {}))
-            local = res.indices
-            ids = np.where(local >= 0, self.shell_ids_[b - 1][np.maximum(local, 0)], -1)
+            width = int(kreq.max())
+            ids = np.full((rows.size, width), -1, dtype=np.int64)
+            last_sq = np.empty(rows.size)
+            samples = np.empty(rows.size, dtype=np.int64)
+            for kv in np.unique(kreq):
+                sel = np.flatnonzero(kreq == kv)
+                rem = None if remaining is None else remaining[sel]
+                res = oracle.knn(centers[sel], int(kv), budget=rem, **(oracle_params or {}))
+                local = res.indices
+                ids[sel, : local.shape[1]] = np.where(local >= 0, shell_ids[np.maximum(local, 0)], -1)
+                last_sq[sel] = res.sq_dist[:, -1]
+                samples[sel] = res.evaluations if res.evaluations is not None else np.sum(local >= 0, axis=1)
             cand_d = _kernels.delta_to_candidates(queries[rows], q_conformal[rows], self.points_, self.conformal_, ids)
             sub_ids, sub_d = best_ids[rows], best_d[rows]
             changed = _kernels.merge_topk(sub_ids, sub_d, ids, cand_d)
             best_ids[rows], best_d[rows] = sub_ids, sub_d
             stats.oracle_calls[rows] += 1
-            stats.samples[rows] += res.evaluations if res.evaluations is not None else np.sum(ids >= 0, axis=1)
+            stats.samples[rows] += samples
+            stats.extra["rechecks"][rows] += recheck
             if not self.recenter:
                 break
             # continue where a k-th best exists and the top-k changed; the first
             # call was centred on q itself, which proves nothing: always recentre once
-            keep = np.isfinite(sub_d[:, k - 1]) & (sub_d[:, k - 1] > 0)
-            if rnd > 0:
+            kth = sub_d[:, k - 1]
+            keep = np.isfinite(kth) & (kth > 0)
+            recheck[:] = False
+            if certify:
+                radius_sq = enclosing_sq_radius(
+                    np.linalg.norm(queries[rows], axis=1), q_conformal[rows], d_call, kth, dim, self.min_conformal_
+                )
+                proven = is_certified(last_sq, radius_sq, dim) | (kreq >= shell_ids.size)
+                widen = keep & ~proven & ~changed & (rnd > 0)
+                kreq[widen] = np.minimum(2 * kreq[widen], max(shell_ids.size, k + 1))
+                kreq = np.maximum(kreq, k + 1)
+                recheck[widen] = True
+                keep &= ~proven
+            elif rnd > 0:
                 keep &= changed
             if budget is not None:
                 keep &= stats.samples[rows] < budget
-            rows = rows[keep]
+            rows, kreq, recheck = rows[keep], kreq[keep], recheck[keep]
             if rows.size == 0:
                 break
-            centers, _ = euclidean_ball_from_delta(queries[rows], best_d[rows, k - 1], cq=q_conformal[rows])
+            d_call = best_d[rows, k - 1]
+            centers, _ = euclidean_ball_from_delta(queries[rows], d_call, cq=q_conformal[rows])
             centers = np.ascontiguousarray(centers)
 
     # ------------------------------------------------------- deterministic
     def search(self, queries, q_conformal, k, *, budget=None, oracle_params=None):
         m = queries.shape[0]
         n = self.n_shells_
-        stats = SearchStats.zeros(m, "shells_probed")
+        stats = SearchStats.zeros(m, "shells_probed", "rechecks")
         best_ids = np.full((m, k), -1, dtype=np.int64)
         best_d = np.full((m, k), np.inf)
         h_q = hyperbolic_norm_from_conformal(q_conformal)
@@ -251,7 +298,7 @@ class RandomizedShellSearch(SphericalShellSearch):
     def search(self, queries, q_conformal, k, *, budget=None, random_state=None, oracle_params=None):
         m = queries.shape[0]
         rng = np.random.default_rng(self._query_seed(random_state))
-        stats = SearchStats.zeros(m, "shells_probed", "decision_calls", "full_probes")
+        stats = SearchStats.zeros(m, "shells_probed", "decision_calls", "full_probes", "rechecks")
         best_ids = np.full((m, k), -1, dtype=np.int64)
         best_d = np.full((m, k), np.inf)
         nonempty = np.array([b + 1 for b, o in enumerate(self.oracles_) if o is not None])
@@ -273,11 +320,14 @@ class RandomizedShellSearch(SphericalShellSearch):
                 rows = rows_all[sel]
                 # R^2 = delta_D * (1-|q|^2) / (w^b (1+eps)^2)
                 radius = np.sqrt(best_d[rows, k - 1] * q_conformal[rows] / (w ** float(b))) / (1.0 + self.eps)
-                cert, evals = self.oracles_[b - 1].near(queries[rows], radius, self.eps)
+                rem = None if budget is None else budget - stats.samples[rows]
+                cert, evals = self.oracles_[b - 1].near(queries[rows], radius, self.eps, budget=rem)
                 stats.oracle_calls[rows] += 1
                 stats.extra["decision_calls"][rows] += 1
                 stats.samples[rows] += evals if evals is not None else 1
                 full[np.flatnonzero(sel)[cert >= 0]] = True
+            if budget is not None:  # a decision call may have used up the budget
+                full &= stats.samples[rows_all] < budget
             rows_full = rows_all[full]
             stats.extra["full_probes"][rows_full] += 1
             self._probe_grouped(shells_t[full], rows_full, queries, q_conformal, k, best_ids, best_d, stats, budget, oracle_params)
