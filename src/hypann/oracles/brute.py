@@ -6,15 +6,18 @@ import numpy as np
 
 from hypann.oracles.base import EuclideanNeighbors, EuclideanOracle
 
-# Rows of the (queries x points) distance block kept in memory at once.
+# Floats of the (queries x points x dims) difference block kept in memory at once.
 _BLOCK_ELEMENTS = 1 << 22
 
 
 class BruteForceOracle(EuclideanOracle):
     """Exact ``knn`` by scanning every point; counts n evaluations per query.
 
-    Squared distances use ``|q|^2 + |x|^2 - 2 q.x`` for speed and are then
-    recomputed from explicit differences for the returned neighbours.
+    Squared distances come from explicit differences, ``sum_j (q_j - x_j)^2``,
+    for choosing the neighbours as well as for reporting them. The expansion
+    ``|q|^2 + |x|^2 - 2 q.x`` would lose everything below about ``1e-16``
+    absolute to cancellation, and near the boundary of the Poincare ball
+    the Euclidean balls that recentering asks about are that small.
     """
 
     name = "brute"
@@ -23,27 +26,23 @@ class BruteForceOracle(EuclideanOracle):
 
     def _build(self, points):
         self._points = points
-        self._sq = np.einsum("ij,ij->i", points, points)
 
     def _knn(self, queries, k):
         m = queries.shape[0]
-        n = self._points.shape[0]
+        n, d = self._points.shape
         idx = np.empty((m, k), dtype=np.int64)
-        rows = max(1, _BLOCK_ELEMENTS // max(n, 1))
+        sq = np.empty((m, k))
+        rows = max(1, _BLOCK_ELEMENTS // max(n * d, 1))
         for s in range(0, m, rows):
-            q = queries[s : s + rows]
-            d = self._sq[None, :] - 2.0 * (q @ self._points.T)
-            part = np.argpartition(d, k - 1, axis=1)[:, :k] if k < n else np.tile(np.arange(n), (len(q), 1))
-            idx[s : s + rows] = part
-        diff = queries[:, None, :] - self._points[idx]
-        sq = np.einsum("mkd,mkd->mk", diff, diff)
-        order = np.argsort(sq, axis=1, kind="stable")
-        return EuclideanNeighbors(
-            np.take_along_axis(sq, order, 1),
-            np.take_along_axis(idx, order, 1),
-            np.full(m, n, dtype=np.int64),
-        )
+            diff = queries[s : s + rows, None, :] - self._points[None, :, :]
+            block = np.einsum("mnd,mnd->mn", diff, diff)
+            part = np.argpartition(block, k - 1, axis=1)[:, :k] if k < n else np.tile(np.arange(n), (len(block), 1))
+            part_sq = np.take_along_axis(block, part, 1)
+            order = np.argsort(part_sq, axis=1, kind="stable")
+            idx[s : s + rows] = np.take_along_axis(part, order, 1)
+            sq[s : s + rows] = np.take_along_axis(part_sq, order, 1)
+        return EuclideanNeighbors(sq, idx, np.full(m, n, dtype=np.int64))
 
     @property
     def nbytes(self):
-        return int(self._sq.nbytes)
+        return 0
