@@ -14,6 +14,7 @@ import tempfile
 import numpy as np
 
 from hypann.datasets.wordnet import SHIPPED_EPOCHS
+from hypann.index import DEFAULT_ALGORITHM
 from hypann.oracles.registry import parse_value
 
 
@@ -164,7 +165,10 @@ def cmd_reproduce(args):
 
 
 def build_parser():
+    import hypann
+
     p = argparse.ArgumentParser(prog="hypann", description="Nearest-neighbour search for hyperbolic embeddings.")
+    p.add_argument("--version", action="version", version=f"hypann {hypann.__version__}")
     sub = p.add_subparsers(dest="command", required=True)
 
     d = sub.add_parser("demo", help="build, search and check on an embedded data set")
@@ -177,7 +181,7 @@ def build_parser():
     b = sub.add_parser("build", help="build an index from a .npy file of points")
     b.add_argument("data")
     b.add_argument("-o", "--output", required=True)
-    b.add_argument("--algorithm", default="recentering")
+    b.add_argument("--algorithm", default=DEFAULT_ALGORITHM, help=f"search algorithm (default {DEFAULT_ALGORITHM})")
     b.add_argument("--oracle", default=None, help='oracle spec, e.g. "kdtree", "lsh:tables=5,bits=15", "faiss:HNSW32"')
     b.add_argument("--model", default="poincare", choices=["poincare", "lorentz"])
     b.add_argument("--c", type=float, default=1.0, help="curvature magnitude")

@@ -7,13 +7,17 @@ import logging
 import numpy as np
 
 from hypann import _validation as V
-from hypann.geometry.poincare import dist_from_delta
+from hypann.geometry.poincare import delta_from_dist, dist_from_delta
 from hypann.oracles.base import EuclideanOracle
-from hypann.result import SearchResult, SearchStats
+from hypann.result import RangeSearchResult, SearchResult, SearchStats
 from hypann.search.registry import algorithm_class, make_algorithm
 
 log = logging.getLogger(__name__)
 
+#: The algorithm of ``HyperbolicIndex()``, the scikit-learn estimator and the CLI
+#: when none is given: hypann's fastest exact method on every data family measured.
+DEFAULT_ALGORITHM = "hkdtree"
+#: The Euclidean oracle of oracle-based algorithms when none is given.
 DEFAULT_ORACLE = "kdtree"
 
 
@@ -28,11 +32,10 @@ class HyperbolicIndex:
 
     Parameters
     ----------
-    algorithm : str, default "recentering"
-        ``"recentering"`` (exact, Wu & Charikar Alg. 1), ``"binary_search"``
+    algorithm : str, default :data:`DEFAULT_ALGORITHM` (``"hkdtree"``)
+        ``"hkdtree"`` (exact kd-tree with hyperbolic pruning), ``"recentering"`` (exact, Wu & Charikar Alg. 1), ``"binary_search"``
         (``ratio``-approximate, Alg. 2), ``"shells"`` / ``"random_shells"``
-        (``sqrt(width)``-approximate with any oracle, Alg. 3 / 8),
-        ``"hkdtree"`` (exact kd-tree with hyperbolic pruning), ``"vamana"``
+        (``sqrt(width)``-approximate with any oracle, Alg. 3 / 8), ``"vamana"``
         (graph baseline), ``"brute"`` (exact scan).
     oracle : str or EuclideanOracle, default "kdtree"
         Euclidean oracle spec (``"kdtree"``, ``"brute"``, ``"hkdtree"``,
@@ -56,7 +59,7 @@ class HyperbolicIndex:
     [0, 1, 2]
     """
 
-    def __init__(self, *, algorithm="recentering", oracle=None, model="poincare", c=1.0, random_state=None, **params):
+    def __init__(self, *, algorithm=DEFAULT_ALGORITHM, oracle=None, model="poincare", c=1.0, random_state=None, **params):
         self.algorithm = algorithm
         self.oracle = oracle
         self.model = model
@@ -70,7 +73,11 @@ class HyperbolicIndex:
         V.check_curvature(self.c)
         cls = algorithm_class(self.algorithm)
         if self.oracle is not None and not cls.uses_oracle:
-            raise ValueError(f"algorithm {self.algorithm!r} does not use an oracle, got oracle={self.oracle!r}")
+            raise ValueError(
+                f"algorithm {self.algorithm!r} does not use an oracle, got oracle={self.oracle!r}; "
+                f"oracle-based algorithms: recentering, binary_search, shells, random_shells "
+                f"(e.g. HyperbolicIndex(algorithm='recentering', oracle={self.oracle!r}))"
+            )
         if self.oracle is not None and not isinstance(self.oracle, (str, EuclideanOracle)):
             raise TypeError(f"oracle must be a spec string or an EuclideanOracle, got {type(self.oracle).__name__}")
         if self.random_state is not None and (isinstance(self.random_state, bool) or not isinstance(self.random_state, (int, np.integer))):
@@ -142,6 +149,45 @@ class HyperbolicIndex:
             return SearchResult(np.empty((0, k), np.int64), np.empty((0, k)), SearchStats.zeros(0))
         ids, deltas, stats = self.algorithm_.search(queries, q_conf, k, budget=budget, **query_params)
         return self._result(ids, deltas, stats)
+
+    def search_radius(self, Q, r) -> RangeSearchResult:
+        """Every indexed point within hyperbolic distance ``r`` of each query (range search).
+
+        Exact for ``algorithm="hkdtree"`` and ``"brute"``, and for
+        ``"recentering"`` over an exact oracle with ball queries (``"kdtree"``,
+        ``"brute"``); other algorithms raise ``NotImplementedError``. The kd-tree
+        prunes a node when ``mindist(q, box)^2 / ((1-|q|^2) max_B(1-|x|^2))``
+        exceeds ``sinh^2(sqrt(c) r / 2)``; Recentering asks its oracle for the
+        Euclidean ball of the hyperbolic ball. Candidates are then kept when
+        their distance, computed as for :meth:`search`, is ``<= r``.
+
+        Parameters
+        ----------
+        Q : array_like of shape (m, d)
+            Queries in the index's model and curvature.
+        r : float or array_like of shape (m,)
+            Radius per query (``>= 0``, finite), in the index's curvature.
+            ``r = 0`` returns the exact duplicates of the query.
+
+        Returns
+        -------
+        RangeSearchResult
+            ``offsets`` (m+1,), ``indices`` and ``distances`` (ascending per query).
+        """
+        self._check_fitted()
+        queries, q_conf = V.check_points(Q, name="Q", model=self.model, c=self.c, dim=self.dim_, allow_empty=True)
+        m = queries.shape[0]
+        radius = V.check_radius(r, m)
+        # a slightly larger surrogate limit for the search; the exact test is on the distances below
+        limits = delta_from_dist(radius * np.sqrt(self.c)) * (1.0 + 1e-12) + 1e-300
+        offsets, ids, deltas = self.algorithm_.search_radius(queries, q_conf, np.ascontiguousarray(limits))
+        distances = dist_from_delta(deltas) / np.sqrt(self.c)
+        rows = np.repeat(np.arange(m), np.diff(offsets))
+        keep = distances <= radius[rows]
+        counts = np.bincount(rows[keep], minlength=m)
+        new_offsets = np.zeros(m + 1, dtype=np.int64)
+        np.cumsum(counts, out=new_offsets[1:])
+        return RangeSearchResult(new_offsets, ids[keep].astype(np.int64), distances[keep])
 
     def _result(self, ids, deltas, stats):
         ids = np.asarray(ids, dtype=np.int64)

@@ -44,6 +44,11 @@ class HyperbolicKDTreeSearch(SearchAlgorithm):
         stats.rounds[:] = 1
         return ids, deltas, stats
 
+    supports_radius = True
+
+    def search_radius(self, queries, q_conformal, delta_limits):
+        return self.tree_.search_radius(queries, q_conformal, delta_limits)
+
     def get_state(self):
         return self.tree_.to_arrays()
 
