@@ -426,14 +426,15 @@ def sample_case(rng, *, pair=None, generator=None, max_n=50_000, max_d=128, max_
     }
 
 
-def sample_cases(seed, count, **limits):
-    """``count`` cases; pairs and generators cycle so each is covered evenly."""
+def sample_cases(seed, count, *, pairs=None, **limits):
+    """``count`` cases; the pairs (default all) and generators cycle so each is covered evenly."""
     rng = np.random.default_rng(seed)
+    pairs = PAIR_NAMES if pairs is None else list(pairs)
     gens = list(GENERATORS)
     cases = []
     for i in range(count):
-        pair = PAIR_NAMES[i % len(PAIR_NAMES)]
-        generator = gens[(i // len(PAIR_NAMES) + i) % len(gens)]
+        pair = pairs[i % len(pairs)]
+        generator = gens[(i // len(pairs) + i) % len(gens)]
         cases.append(sample_case(rng, pair=pair, generator=generator, **limits))
     return cases
 

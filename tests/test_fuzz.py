@@ -13,6 +13,7 @@ when its bug is fixed.
 
 from __future__ import annotations
 
+import os
 import re
 
 import numpy as np
@@ -185,3 +186,21 @@ def test_checker_catches_wrong_invalid_and_crash(runner):
     assert crashed["status"] == "crash"
     assert re.search(r"signal SIGSEGV", crashed["problems"][0])
     assert runner.run(case)["status"] == "ok"  # a fresh worker takes the next case
+
+
+# ----------------------------------------------------------------------------- the boundscheck run
+@pytest.mark.kernels
+@pytest.mark.skipif(os.environ.get("NUMBA_BOUNDSCHECK") != "1", reason="only in the NUMBA_BOUNDSCHECK=1 run of `make test`")
+def test_boundscheck_run_compiles_checked_kernels():
+    """The kernels of the boundscheck run really check: an out-of-range read raises.
+
+    numba's cache key does not include NUMBA_BOUNDSCHECK, so a run that found kernels compiled
+    without checks in the cache would load them and check nothing; `make test` points
+    NUMBA_CACHE_DIR at an empty directory for that run. (Inside a ``prange`` body numba 0.68
+    does not raise even then: the failing iteration is dropped silently, which the output
+    checks above catch as a wrong or invalid answer.)
+    """
+    from hypann.geometry._kernels import sq_dist_row
+
+    with pytest.raises(IndexError, match="index is out of bounds"):
+        sq_dist_row(np.zeros(8), np.zeros(3))
