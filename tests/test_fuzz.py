@@ -42,7 +42,7 @@ KNOWN_FAILURES = [
     (r".*/lsh", "invalid", r"ids outside", "LSH probes can find fewer than k points; the -1 padding reaches the caller"),
     (r".*/faiss:HNSW32", "invalid", r"ids outside", "faiss HNSW returns -1 for some of the k when k is large"),
     (r"vamana", "invalid", r"ids outside", "Vamana returns -1 when the search list cannot reach k points"),
-    (r".*/faiss:Flat", "wrong", r".", "faiss compares in float32: 'Flat' is not exact near the boundary"),
+    (r".*/faiss:Flat", "wrong", r"rank \d+ has delta", "faiss compares in float32: 'Flat' is not exact near the boundary"),
 ]
 
 #: Pairs whose code is numba kernels; their tests also run under NUMBA_BOUNDSCHECK=1 (marker ``kernels``).
@@ -95,7 +95,8 @@ def test_seeded_small_cases(runner, pair):
 def test_seeded_cases_cover_every_generator_and_tiny_sets():
     assert {c["generator"] for c in SEEDED} == set(GENERATORS)
     assert {c["n"] for c in SEEDED} >= {1, 2, 3}
-    assert {c["k"] for c in SEEDED if c["k"] == c["n"] and c["n"] > 3}
+    assert any(c["k"] == c["n"] > 3 for c in SEEDED)
+    assert any(c["budget"] is not None for c in SEEDED)
 
 
 # ----------------------------------------------------------------------------- issue shapes
