@@ -375,12 +375,15 @@ _HEAP_START = 64
 
 
 @nb.njit(cache=True)
-def _search_exact_one(pts, conf, perm, lo, hi, left, right, start, end, max_conf, q, cq, limit, hd, hid, seeded):
+def _search_exact_one(pts, conf, perm, lo, hi, left, right, start, end, max_conf, q, cq, limit, hd, hid, seeded,
+                      alive):
     """One query of :func:`_search_exact`; fills ``hd``/``hid`` and returns the samples.
 
     With ``seeded`` the lists arrive holding candidates with their true
     ``delta`` (e.g. a graph search's answer): their k-th value prunes from the
-    start, and a point already listed is not inserted twice.
+    start, and a point already listed is not inserted twice. ``alive`` (one
+    flag per tree position, or empty for "all") skips removed points; the
+    node bounds stay valid lower bounds for the points left.
 
     A separate (serial) function: the heap is allocated and grown here, private
     to the calling thread. The heap grows before every push that would
@@ -405,6 +408,8 @@ def _search_exact_one(pts, conf, perm, lo, hi, left, right, start, end, max_conf
         a = left[node]
         if a < 0:
             for t in range(start[node], end[node]):
+                if alive.shape[0] and not alive[t]:
+                    continue
                 if cnt >= limit:
                     stop = True
                     break
@@ -436,7 +441,7 @@ def _listed(ids, ident):
 
 @nb.njit(cache=True, parallel=True)
 def _search_exact(pts, conf, perm, lo, hi, left, right, start, end, max_conf, queries, q_conf, budget, out_i, out_d,
-                  seeded):
+                  seeded, alive):
     """Exact ``delta`` k-NN with the hyperbolic box bound, best-first (see module docstring).
 
     Open nodes sit in a min-heap keyed by their lower bound (the priority
@@ -450,13 +455,13 @@ def _search_exact(pts, conf, perm, lo, hi, left, right, start, end, max_conf, qu
     for i in nb.prange(m):
         samples[i] = _search_exact_one(
             pts, conf, perm, lo, hi, left, right, start, end, max_conf, queries[i], q_conf[i], budget[i],
-            out_d[i], out_i[i], seeded,
+            out_d[i], out_i[i], seeded, alive,
         )
     return samples
 
 
 @nb.njit(cache=True)
-def _range_one(pts, conf, perm, lo, hi, left, right, start, end, max_conf, q, cq, limit, out_i, out_d):
+def _range_one(pts, conf, perm, lo, hi, left, right, start, end, max_conf, alive, q, cq, limit, out_i, out_d):
     """Points of one query with ``delta <= limit``, by the same hyperbolic box bound.
 
     Writes at most ``out_i.shape[0]`` hits (pass empty arrays to count only)
@@ -475,6 +480,8 @@ def _range_one(pts, conf, perm, lo, hi, left, right, start, end, max_conf, q, cq
         a = left[node]
         if a < 0:
             for t in range(start[node], end[node]):
+                if alive.shape[0] and not alive[t]:
+                    continue
                 h = delta_row(q, cq, pts[t], conf[t])
                 if h <= limit:
                     if found < cap:
@@ -493,25 +500,25 @@ def _range_one(pts, conf, perm, lo, hi, left, right, start, end, max_conf, q, cq
 
 
 @nb.njit(cache=True, parallel=True)
-def _range_count(pts, conf, perm, lo, hi, left, right, start, end, max_conf, queries, q_conf, limits):
+def _range_count(pts, conf, perm, lo, hi, left, right, start, end, max_conf, alive, queries, q_conf, limits):
     """Hits per query of :func:`_range_one` (first pass of a range search)."""
     m = queries.shape[0]
     counts = np.zeros(m, dtype=np.int64)
     no_i = np.empty(0, dtype=np.int64)
     no_d = np.empty(0)
     for i in nb.prange(m):
-        counts[i] = _range_one(pts, conf, perm, lo, hi, left, right, start, end, max_conf, queries[i], q_conf[i],
+        counts[i] = _range_one(pts, conf, perm, lo, hi, left, right, start, end, max_conf, alive, queries[i], q_conf[i],
                                limits[i], no_i, no_d)
     return counts
 
 
 @nb.njit(cache=True, parallel=True)
-def _range_fill(pts, conf, perm, lo, hi, left, right, start, end, max_conf, queries, q_conf, limits, offsets,
+def _range_fill(pts, conf, perm, lo, hi, left, right, start, end, max_conf, alive, queries, q_conf, limits, offsets,
                 ids, deltas):
     """Second pass: hits of query ``i`` into ``ids/deltas[offsets[i]:offsets[i+1]]``."""
     m = queries.shape[0]
     for i in nb.prange(m):
-        _range_one(pts, conf, perm, lo, hi, left, right, start, end, max_conf, queries[i], q_conf[i], limits[i],
+        _range_one(pts, conf, perm, lo, hi, left, right, start, end, max_conf, alive, queries[i], q_conf[i], limits[i],
                    ids[offsets[i]:offsets[i + 1]], deltas[offsets[i]:offsets[i + 1]])
 
 
@@ -682,7 +689,7 @@ class HyperbolicKDTree:
         )
         return e_sq, e_id, samples
 
-    def search_exact(self, queries, q_conformal, k, budget=None, *, seed_ids=None) -> KNNResult:
+    def search_exact(self, queries, q_conformal, k, budget=None, *, seed_ids=None, removed=None) -> KNNResult:
         """Exact hyperbolic k-NN by ``delta`` with hyperbolic box pruning.
 
         A node is skipped when the lower bound
@@ -709,6 +716,8 @@ class HyperbolicKDTree:
             best ``k`` of them start the search, so the tree prunes with their
             k-th ``delta`` from the first node on. The answer is exact whatever
             the seeds are; good seeds only make it cheaper.
+        removed : ndarray of shape (n,), bool, optional
+            Input rows to skip (deleted points), by input row id.
 
         Returns
         -------
@@ -730,9 +739,18 @@ class HyperbolicKDTree:
         samples = _search_exact(
             self.points_, self.conformal_, self.indices_, self.lo_, self.hi_, self.left_, self.right_,
             self.start_, self.end_, self.max_conformal_, queries, q_conformal, _budget_array(budget, m),
-            out_i, out_d, seeded,
+            out_i, out_d, seeded, self._alive(removed),
         )
         return KNNResult(out_i, out_d, samples)
+
+    def _alive(self, removed):
+        """Per tree position: 1 for points to consider; empty when none is removed."""
+        if removed is None:
+            return np.empty(0, dtype=np.uint8)
+        removed = np.asarray(removed, dtype=bool)
+        if removed.shape != (self.n_points_,):
+            raise ValueError(f"removed must have shape ({self.n_points_},), got {removed.shape}")
+        return np.ascontiguousarray(~removed[self.indices_], dtype=np.uint8)
 
     def _seed_lists(self, queries, q_conformal, k, seed_ids):
         """Best ``k`` distinct valid seeds per row with their true ``delta``; ``-1``/``inf`` pad."""
@@ -758,7 +776,7 @@ class HyperbolicKDTree:
         out_i[~np.isfinite(out_d)] = -1
         return np.ascontiguousarray(out_i), np.ascontiguousarray(out_d)
 
-    def search_radius(self, queries, q_conformal, delta_limit):
+    def search_radius(self, queries, q_conformal, delta_limit, *, removed=None):
         """All points with ``delta(q, x) <= delta_limit[i]`` for each query: exact range search.
 
         Nodes are pruned with the same lower bound as :meth:`search_exact`
@@ -772,6 +790,8 @@ class HyperbolicKDTree:
         q_conformal : ndarray of shape (m,)
         delta_limit : ndarray of shape (m,)
             Largest ``delta`` to report per query (``>= 0``).
+        removed : ndarray of shape (n,), bool, optional
+            Input rows to skip (deleted points).
 
         Returns
         -------
@@ -786,7 +806,7 @@ class HyperbolicKDTree:
         m = queries.shape[0]
         limits = np.ascontiguousarray(np.broadcast_to(np.asarray(delta_limit, dtype=np.float64), (m,)))
         arrays = (self.points_, self.conformal_, self.indices_, self.lo_, self.hi_, self.left_, self.right_,
-                  self.start_, self.end_, self.max_conformal_)
+                  self.start_, self.end_, self.max_conformal_, self._alive(removed))
         counts = _range_count(*arrays, queries, q_conformal, limits)
         offsets = np.zeros(m + 1, dtype=np.int64)
         np.cumsum(counts, out=offsets[1:])
@@ -846,9 +866,9 @@ class HyperbolicKDTreeOracle(EuclideanOracle):
         """See :meth:`HyperbolicKDTree.knn_tracking`."""
         return self.tree_.knn_tracking(centers, k, queries, q_conformal, budget)
 
-    def search_exact(self, queries, q_conformal, k, budget=None, *, seed_ids=None) -> KNNResult:
+    def search_exact(self, queries, q_conformal, k, budget=None, **options) -> KNNResult:
         """See :meth:`HyperbolicKDTree.search_exact`."""
-        return self.tree_.search_exact(queries, q_conformal, k, budget)
+        return self.tree_.search_exact(queries, q_conformal, k, budget, **options)
 
     @property
     def nbytes(self):
