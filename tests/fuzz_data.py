@@ -4,7 +4,7 @@ Used by ``tests/test_fuzz.py`` (CI-sized cases) and ``benchmarks/fuzz.py`` (thou
 A *case* is a plain JSON-able dict, so a case that fails can be re-run from its printed form::
 
     {"pair": "hkdtree", "generator": "scaled_cube", "n": 20000, "d": 20, "k": 10,
-     "m": 5, "seed": 0, "params": {}, "budget": None}
+     "m": 5, "seed": 0, "params": {}, "budget": None, "n_jobs": None}
 
 The data and queries of a case are a function of ``(generator, n, d, m, seed)`` only
 (:func:`make_case_data`). :func:`run_case` builds the index, searches and checks the answer
@@ -359,7 +359,8 @@ def build_index(case, X):
 
     algorithm, oracle, fixed, _ = PAIRS[case["pair"]]
     params = {**fixed, **case.get("params", {})}
-    return hypann.HyperbolicIndex(algorithm=algorithm, oracle=oracle, random_state=int(case["seed"]), **params).build(X)
+    return hypann.HyperbolicIndex(algorithm=algorithm, oracle=oracle, random_state=int(case["seed"]),
+                                  n_jobs=case.get("n_jobs"), **params).build(X)
 
 
 def run_case(case):
@@ -398,7 +399,7 @@ def sample_case(rng, *, pair=None, generator=None, max_n=50_000, max_d=128, max_
 
     ``k`` is 1, ``n`` (when ``n <= max_k``) or log-uniform in ``[1, min(n, max_k)]``; one case in
     ten gets a sample ``budget`` in ``[k, 4k]`` (then even exact pairs are only checked for
-    validity).
+    validity); ``n_jobs`` (numba threads) is None, 1 or 2.
     """
     pair = pair or str(rng.choice(PAIR_NAMES))
     generator = generator or str(rng.choice(list(GENERATORS)))
@@ -420,9 +421,10 @@ def sample_case(rng, *, pair=None, generator=None, max_n=50_000, max_d=128, max_
     algorithm = PAIRS[pair][0]
     params = {name: rng.choice(values).item() for name, values in PARAM_CHOICES.get(algorithm, {}).items()}
     budget = int(rng.integers(k, 4 * k + 1)) if rng.uniform() < 0.1 else None
+    n_jobs = [None, 1, 2][int(rng.integers(3))]
     return {
         "pair": pair, "generator": generator, "n": n, "d": d, "k": k, "m": int(rng.integers(1, 7)),
-        "seed": int(rng.integers(2**31)), "params": params, "budget": budget,
+        "seed": int(rng.integers(2**31)), "params": params, "budget": budget, "n_jobs": n_jobs,
     }
 
 
@@ -443,4 +445,4 @@ def describe(case):
     """One line that reproduces a case."""
     return (f"pair={case['pair']} generator={case['generator']} n={case['n']} d={case['d']} k={case['k']} "
             f"m={case['m']} seed={case['seed']} params={case.get('params', {})} budget={case.get('budget')}"
-            + (f" queries={case['queries']}" if "queries" in case else ""))
+            + "".join(f" {key}={case[key]}" for key in ("n_jobs", "queries") if case.get(key) is not None))

@@ -128,7 +128,7 @@ def test_issue_shapes(runner, case):
 # ----------------------------------------------------------------------------- hypothesis
 @st.composite
 def cases(draw, pairs):
-    """A random case: any generator, n in [1, 200], d <= 64, k in [1, n], settings of the pair."""
+    """A random case: any generator, n in [1, 200], d <= 64, k in [1, n], settings of the pair, n_jobs."""
     pair = draw(st.sampled_from(pairs))
     n = draw(st.one_of(st.integers(1, 3), st.integers(4, 200)))
     d = draw(st.sampled_from([d for d in DIMS if d <= 64]))
@@ -142,6 +142,7 @@ def cases(draw, pairs):
         "seed": draw(st.integers(0, 2**31 - 1)),
         "params": {name: draw(st.sampled_from(values)) for name, values in choices.items()},
         "budget": draw(st.one_of(st.none(), st.integers(k, 4 * k))) if pair not in EXACT_PAIRS else None,
+        "n_jobs": draw(st.sampled_from([None, 1, 2])),
     }
 
 
