@@ -14,6 +14,9 @@ from hypann.oracles.base import EuclideanOracle
 from hypann.search.hyperbolic_kdtree import HyperbolicKDTree, HyperbolicKDTreeOracle
 from tests.conftest import ball_points
 
+# numba-kernel tests: `make test` runs them again under NUMBA_BOUNDSCHECK=1 (pytest -m kernels)
+pytestmark = pytest.mark.kernels
+
 
 def _data(seed, n, d, *, n_dup=0, min_conformal=1e-12):
     """Ball points down to ``1-|x|^2 = min_conformal``, with ``n_dup`` repeated rows."""

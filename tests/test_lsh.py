@@ -9,6 +9,9 @@ from hypann.oracles.brute import BruteForceOracle
 from hypann.oracles.lsh import MAX_GRANULARITY, LSHOracle
 from hypann.oracles.registry import make_oracle
 
+# numba-kernel tests: `make test` runs them again under NUMBA_BOUNDSCHECK=1 (pytest -m kernels)
+pytestmark = pytest.mark.kernels
+
 DIM = 100
 
 

@@ -13,6 +13,9 @@ from hypann.graph import VamanaIndex
 from hypann.graph.vamana import _robust_prune
 from tests.conftest import ball_points
 
+# numba-kernel tests: `make test` runs them again under NUMBA_BOUNDSCHECK=1 (pytest -m kernels)
+pytestmark = pytest.mark.kernels
+
 K = 10
 
 

@@ -8,6 +8,7 @@ import numpy as np
 
 from hypann import _validation as V
 from hypann._runtime import check_n_jobs, notice_first_compile, numba_threads
+from hypann.geometry import _kernels
 from hypann.geometry.poincare import delta_from_dist, dist_from_delta
 from hypann.oracles.base import EuclideanOracle
 from hypann.result import RangeSearchResult, SearchResult, SearchStats
@@ -296,7 +297,29 @@ class HyperbolicIndex:
                 rows, deltas, stats = self._search_changed(queries, q_conf, k, budget, query_params)
             else:
                 rows, deltas, stats = self.algorithm_.search(queries, q_conf, k, budget=budget, **query_params)
+                if budget is None:
+                    rows, deltas = self._fill_short_rows(queries, q_conf, k, rows, deltas, stats)
         return self._result(rows, deltas, stats)
+
+    def _fill_short_rows(self, queries, q_conf, k, rows, deltas, stats):
+        """Complete rows where an approximate search found fewer than ``k`` points (no budget given).
+
+        Graph and LSH searches can end with fewer than ``k`` candidates (a
+        search list that cannot reach ``k`` points, empty buckets). Without a
+        budget the contract is ``k`` distinct valid ids whenever ``k <= n``, so
+        such rows are answered by an exact scan (their samples count it).
+        """
+        rows = np.asarray(rows, dtype=np.int64)
+        short = np.flatnonzero((rows < 0).any(axis=1))
+        if short.size == 0:
+            return rows, deltas
+        ids, exact = _kernels.brute_knn_delta(np.ascontiguousarray(queries[short]), np.ascontiguousarray(q_conf[short]),
+                                              self.points_, self.conformal_, k)
+        rows = rows.copy()
+        deltas = np.array(deltas, dtype=np.float64)
+        rows[short], deltas[short] = ids, exact
+        stats.samples[short] += self.points_.shape[0]
+        return rows, deltas
 
     def _search_changed(self, queries, q_conf, k, budget, query_params):
         """Search with added / removed points: structure + added buffer, merged by ``delta``."""
