@@ -54,13 +54,13 @@ def test_unknown_algorithm_oracle_option():
     with pytest.raises(ValueError, match=r"unknown algorithm 'nope'"):
         hypann.HyperbolicIndex(algorithm="nope").build(X)
     with pytest.raises(ValueError, match=r"unknown oracle 'nope'"):
-        hypann.HyperbolicIndex(oracle="nope").build(X)
+        hypann.HyperbolicIndex(algorithm="recentering", oracle="nope").build(X)
     with pytest.raises(ValueError, match=r"bad settings for algorithm 'recentering'"):
-        hypann.HyperbolicIndex(bogus=1).build(X)
+        hypann.HyperbolicIndex(algorithm="recentering", bogus=1).build(X)
     with pytest.raises(ValueError, match=r"bad settings for oracle 'kdtree'"):
-        hypann.HyperbolicIndex(oracle="kdtree:bogus=1").build(X)
+        hypann.HyperbolicIndex(algorithm="recentering", oracle="kdtree:bogus=1").build(X)
     with pytest.raises(ValueError, match=r"bad setting 'x' in oracle spec"):
-        hypann.HyperbolicIndex(oracle="kdtree:x").build(X)
+        hypann.HyperbolicIndex(algorithm="recentering", oracle="kdtree:x").build(X)
     with pytest.raises(ValueError, match=r"does not use an oracle"):
         hypann.HyperbolicIndex(algorithm="brute", oracle="kdtree").build(X)
     with pytest.raises(ValueError, match=r"model must be one of"):

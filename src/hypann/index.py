@@ -15,6 +15,9 @@ from hypann.search.registry import algorithm_class, make_algorithm
 log = logging.getLogger(__name__)
 
 DEFAULT_ORACLE = "kdtree"
+#: The algorithm used when none is named, here and in :mod:`hypann.sklearn`
+#: (exact, needs no oracle, and supports range search).
+DEFAULT_ALGORITHM = "hkdtree"
 
 
 class HyperbolicIndex:
@@ -28,7 +31,7 @@ class HyperbolicIndex:
 
     Parameters
     ----------
-    algorithm : str, default "recentering"
+    algorithm : str, default "hkdtree" (:data:`DEFAULT_ALGORITHM`)
         ``"recentering"`` (exact, Wu & Charikar Alg. 1), ``"binary_search"``
         (``ratio``-approximate, Alg. 2), ``"shells"`` / ``"random_shells"``
         (``sqrt(width)``-approximate with any oracle, Alg. 3 / 8),
@@ -56,7 +59,7 @@ class HyperbolicIndex:
     [0, 1, 2]
     """
 
-    def __init__(self, *, algorithm="recentering", oracle=None, model="poincare", c=1.0, random_state=None, **params):
+    def __init__(self, *, algorithm=DEFAULT_ALGORITHM, oracle=None, model="poincare", c=1.0, random_state=None, **params):
         self.algorithm = algorithm
         self.oracle = oracle
         self.model = model
@@ -106,8 +109,10 @@ class HyperbolicIndex:
 
         Parameters
         ----------
-        Q : array_like of shape (m, d)
-            Queries in the index's model and curvature.
+        Q : array_like of shape (m, d), or None
+            Queries in the index's model and curvature. ``None``: the indexed
+            points themselves (exactly as stored, so each finds itself at
+            distance 0).
         k : int, default 1
             Neighbours per query, ``1 <= k <= n_points``.
         budget : int, optional
@@ -136,7 +141,7 @@ class HyperbolicIndex:
             if not self.algorithm_.uses_oracle:
                 raise ValueError(f"algorithm {self.algorithm!r} does not use an oracle, got oracle_params={oracle_params!r}")
             query_params["oracle_params"] = oracle_params
-        queries, q_conf = V.check_points(Q, name="Q", model=self.model, c=self.c, dim=self.dim_, allow_empty=True)
+        queries, q_conf = self._queries(Q)
         m = queries.shape[0]
         if m == 0:
             return SearchResult(np.empty((0, k), np.int64), np.empty((0, k)), SearchStats.zeros(0))
@@ -156,8 +161,8 @@ class HyperbolicIndex:
 
         Parameters
         ----------
-        Q : array_like of shape (m, d)
-            Queries in the index's model and curvature.
+        Q : array_like of shape (m, d), or None
+            Queries in the index's model and curvature; ``None``: the indexed points.
         r : float or array_like of shape (m,)
             Radius per query (``>= 0``, finite), in the index's curvature.
             ``r = 0`` returns the exact duplicates of the query.
@@ -168,7 +173,7 @@ class HyperbolicIndex:
             ``offsets`` (m+1,), ``indices`` and ``distances`` (ascending per query).
         """
         self._check_fitted()
-        queries, q_conf = V.check_points(Q, name="Q", model=self.model, c=self.c, dim=self.dim_, allow_empty=True)
+        queries, q_conf = self._queries(Q)
         m = queries.shape[0]
         radius = V.check_radius(r, m)
         # a slightly larger surrogate limit for the search; the exact test is on the distances below
@@ -181,6 +186,12 @@ class HyperbolicIndex:
         new_offsets = np.zeros(m + 1, dtype=np.int64)
         np.cumsum(counts, out=new_offsets[1:])
         return RangeSearchResult(new_offsets, ids[keep].astype(np.int64), distances[keep])
+
+    def _queries(self, Q):
+        """Validated queries and their conformal factors; ``Q=None``: the indexed points, bit for bit."""
+        if Q is None:
+            return self.points_, self.conformal_
+        return V.check_points(Q, name="Q", model=self.model, c=self.c, dim=self.dim_, allow_empty=True)
 
     def _result(self, ids, deltas, stats):
         ids = np.asarray(ids, dtype=np.int64)
