@@ -107,7 +107,7 @@ def _reference(points, pairs, symmetric):
 @given(seed=st.integers(0, 2**32 - 1), n=st.integers(2, 25), symmetric=st.booleans())
 def test_matches_direct_definition(seed, n, symmetric):
     rng = np.random.default_rng(seed)
-    pts = rng.uniform(-0.6, 0.6, size=(n, 3))
+    pts = rng.uniform(-0.57, 0.57, size=(n, 3))  # |x| <= 0.57 sqrt(3) < 1
     m = rng.integers(1, 3 * n)
     pairs = rng.integers(0, n, size=(m, 2))
     pairs = pairs[pairs[:, 0] != pairs[:, 1]]
