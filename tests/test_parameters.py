@@ -218,6 +218,7 @@ CASES = [
     ("VamanaIndex.search", "q_conformal", np.ones(3), r"q_conformal must have shape \(2,\), got \(3,\)"),
     ("HyperbolicKDTree", "leaf_size", 0, r"leaf_size must be a positive integer, got leaf_size=0$"),
     # ---- scikit-learn estimator
+    ("sklearn", "radius", -1.0, r"radius must be >= 0.0, got radius=-1.0"),
     ("sklearn", "n_neighbors", 0, r"n_neighbors must be a positive integer, got n_neighbors=0$"),
     ("sklearn", "n_neighbors", 2.5, r"n_neighbors must be a positive integer, got n_neighbors=2.5 \(float\)"),
     ("sklearn", "algorithm", "nope", r"unknown algorithm 'nope'"),
@@ -231,7 +232,7 @@ CASES = [
     ("sklearn.kneighbors", "n_neighbors", 2.5, r"n_neighbors must be an integer, got float \(2.5\)"),
     ("sklearn.kneighbors", "n_neighbors", 0, r"n_neighbors must be in \[1, 60\]"),
     ("sklearn.kneighbors", "return_distance", "no", r"return_distance must be True or False, got return_distance='no'"),
-    ("sklearn.kneighbors", "X", np.zeros((2, 4)), r"Q has 4 dimensions \(Poincare\), but the index was built with 3"),
+    ("sklearn.kneighbors", "X", np.zeros((2, 4)), r"X has 4 features, but HyperbolicNearestNeighbors is expecting 3"),
     # ---- data set generators
     ("hierarchical_tree", "n", 0, r"n must be a positive integer, got n=0$"),
     ("hierarchical_tree", "dim", 1, r"dim must be >= 2 for a hyperbolic data set, got dim=1"),

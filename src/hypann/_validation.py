@@ -46,13 +46,73 @@ def _is_int(value):
 
 def _is_real(value):
     return isinstance(value, Real) and not isinstance(value, (bool, np.bool_))
+def _is_torch_tensor(x):
+    # duck-typed so that torch is never imported here (geoopt's ManifoldTensor is a torch.Tensor)
+    return hasattr(x, "detach") and hasattr(x, "cpu") and hasattr(x, "numpy") and not isinstance(x, np.ndarray)
+
+
+def tensor_manifold(x):
+    """``(model, c)`` of a geoopt ``ManifoldTensor`` on a hyperbolic manifold, else ``None``.
+
+    geoopt's ``PoincareBall(c)`` (and ``Stereographic(k)`` with ``k < 0``,
+    ``c = -k``) holds points with ``|x| < 1/sqrt(c)``: ``model="poincare"``.
+    geoopt's ``Lorentz(k)`` holds points with ``-x0^2 + |xs|^2 = -k``, so its
+    curvature is ``-1/k``: ``model="lorentz"``, ``c = 1/k``. Other manifolds
+    (and plain tensors) carry no hyperbolic model: ``None``. geoopt is not
+    imported; the manifold is recognised by its class names.
+    """
+    manifold = getattr(x, "manifold", None)
+    if manifold is None or not _is_torch_tensor(x):
+        return None
+    kinds = {cls.__name__ for cls in type(manifold).__mro__}
+    if "Lorentz" in kinds:
+        return "lorentz", 1.0 / float(manifold.k)
+    if "Stereographic" in kinds:
+        k = float(manifold.k)
+        if k >= 0:
+            raise ValueError(
+                f"points lie on the geoopt manifold {type(manifold).__name__}(k={k:g}), whose curvature "
+                f"k >= 0 is not hyperbolic; hypann needs a PoincareBall, Stereographic(k<0) or Lorentz manifold"
+            )
+        return "poincare", -k
+    return None
+
+
+def check_tensor_manifold(x, *, name, model, c):
+    """Reject a geoopt ``ManifoldTensor`` whose manifold disagrees with ``model`` / ``c`` (no silent rescale)."""
+    found = tensor_manifold(x)
+    if found is None:
+        return
+    t_model, t_c = found
+    if t_model != model or not np.isclose(t_c, c, rtol=1e-6, atol=0.0):
+        raise ValueError(
+            f"{name} is a geoopt ManifoldTensor on {x.manifold!r}, i.e. model={t_model!r} with c={t_c:.9g}, "
+            f"but model={model!r}, c={c!r} were given; pass model={t_model!r}, c={t_c:.9g}"
+        )
+
+
+def to_numpy(x):
+    """A PyTorch tensor (any device, with or without grad) or a DLPack-only array -> numpy; others unchanged.
+
+    Tensors are copied into a new array (never a view of the caller's, possibly
+    trainable, parameters); ``bfloat16`` is widened to float32 first, as numpy
+    has no such type. torch is not imported.
+    """
+    if _is_torch_tensor(x):
+        t = x.detach().cpu()
+        if str(t.dtype) == "torch.bfloat16":
+            t = t.float()
+        if hasattr(t, "resolve_conj"):
+            t = t.resolve_conj().resolve_neg()
+        return np.array(t.numpy(), copy=True)
+    if not isinstance(x, np.ndarray) and not hasattr(x, "__array__") and hasattr(x, "__dlpack__"):
+        return np.from_dlpack(x)
+    return x
 
 
 def _to_array(x, name):
-    if hasattr(x, "detach") and hasattr(x, "cpu"):  # torch tensor, no import
-        x = x.detach().cpu().numpy()
     try:
-        arr = np.asarray(x)
+        arr = np.asarray(to_numpy(x))
     except ValueError as exc:  # ragged nested lists
         raise ValueError(f"{name} must be a 2-D array of equal-length rows, got ragged input ({exc})") from None
     except Exception as exc:  # pragma: no cover - exotic containers
@@ -109,6 +169,8 @@ def check_points(x, *, name="X", model="poincare", c=1.0, dim=None, allow_empty=
     Parameters
     ----------
     x : array_like of shape (n, d) (or (n, d+1) for ``model="lorentz"``)
+        numpy array, nested sequence, PyTorch tensor (copied to the CPU) or
+        geoopt ``ManifoldTensor`` (whose manifold must match ``model`` and ``c``).
     name : str
         Name used in error messages.
     model : {"poincare", "lorentz"}
@@ -127,6 +189,7 @@ def check_points(x, *, name="X", model="poincare", c=1.0, dim=None, allow_empty=
     """
     check_model(model)
     c = check_curvature(c)
+    check_tensor_manifold(x, name=name, model=model, c=c)
     arr = _to_array(x, name)
     if arr.ndim != 2:
         raise ValueError(

@@ -23,6 +23,9 @@ log = logging.getLogger(__name__)
 DEFAULT_ALGORITHM = "hkdtree"
 #: The Euclidean oracle of oracle-based algorithms when none is given.
 DEFAULT_ORACLE = "kdtree"
+#: The algorithm used when none is named, here and in :mod:`hypann.sklearn`
+#: (exact, needs no oracle, and supports range search).
+DEFAULT_ALGORITHM = "hkdtree"
 
 
 class HyperbolicIndex:
@@ -238,8 +241,10 @@ class HyperbolicIndex:
 
         Parameters
         ----------
-        Q : array_like of shape (m, d)
-            Queries in the index's model and curvature.
+        Q : array_like of shape (m, d), or None
+            Queries in the index's model and curvature. ``None``: the indexed
+            points themselves (exactly as stored, so each finds itself at
+            distance 0).
         k : int, default 1
             Neighbours per query, ``1 <= k <= n_points``.
         budget : int, optional
@@ -270,7 +275,7 @@ class HyperbolicIndex:
             ``stats`` per query.
         """
         self._check_fitted()
-        queries, q_conf = V.check_points(Q, name="Q", model=self.model, c=self.c, dim=self.dim_, allow_empty=True)
+        queries, q_conf = self._queries(Q)
         return self._search_validated(queries, q_conf, k, budget=budget, oracle_params=oracle_params, **query_params)
 
     def _search_validated(self, queries, q_conf, k, *, budget=None, oracle_params=None, **query_params):
@@ -360,8 +365,8 @@ class HyperbolicIndex:
 
         Parameters
         ----------
-        Q : array_like of shape (m, d)
-            Queries in the index's model and curvature.
+        Q : array_like of shape (m, d), or None
+            Queries in the index's model and curvature; ``None``: the indexed points.
         r : float or array_like of shape (m,)
             Radius per query (``>= 0``, finite), in the index's curvature.
             ``r = 0`` returns the exact duplicates of the query.
@@ -372,7 +377,7 @@ class HyperbolicIndex:
             ``offsets`` (m+1,), ``indices`` and ``distances`` (ascending per query).
         """
         self._check_fitted()
-        queries, q_conf = V.check_points(Q, name="Q", model=self.model, c=self.c, dim=self.dim_, allow_empty=True)
+        queries, q_conf = self._queries(Q)
         m = queries.shape[0]
         radius = V.check_radius(r, m)
         # a slightly larger surrogate limit for the search; the exact test is on the distances below
@@ -414,6 +419,14 @@ class HyperbolicIndex:
             return rows
         labels = self.live_.labels
         return np.where(rows >= 0, labels[np.maximum(rows, 0)], -1)
+
+    def _queries(self, Q):
+        """Validated queries and their conformal factors; ``Q=None``: the indexed points, bit for bit."""
+        if Q is None:
+            if self.live_.n_changes:
+                return self.live_.live_rows(self.points_, self.conformal_)[:2]
+            return self.points_, self.conformal_
+        return V.check_points(Q, name="Q", model=self.model, c=self.c, dim=self.dim_, allow_empty=True)
 
     def _result(self, ids, deltas, stats):
         ids = self._labels_of(np.asarray(ids, dtype=np.int64))
