@@ -17,6 +17,26 @@ log = logging.getLogger(__name__)
 DEFAULT_ORACLE = "kdtree"
 
 
+def check_search_options(algorithm, budget, oracle_params, query_params):
+    """Validated ``(budget, query_params)`` for a search with ``algorithm`` (a registry name).
+
+    ``oracle_params`` (a dict, only for algorithms that use an oracle) is
+    folded into the returned ``query_params``; unknown query settings raise
+    ``ValueError`` naming the allowed ones.
+    """
+    cls = algorithm_class(algorithm)
+    budget = V.check_positive_int(budget, "budget", allow_none=True)
+    query_params = dict(query_params)
+    V.reject_unknown(query_params, cls.query_params, f"search with algorithm {algorithm!r}")
+    if oracle_params:
+        if not isinstance(oracle_params, dict):
+            raise TypeError(f"oracle_params must be a dict, got {type(oracle_params).__name__}")
+        if not cls.uses_oracle:
+            raise ValueError(f"algorithm {algorithm!r} does not use an oracle, got oracle_params={oracle_params!r}")
+        query_params["oracle_params"] = oracle_params
+    return budget, query_params
+
+
 class HyperbolicIndex:
     """Nearest-neighbour index for points in hyperbolic space.
 
@@ -128,14 +148,7 @@ class HyperbolicIndex:
         """
         self._check_fitted()
         k = V.check_k(k, self.n_points_)
-        budget = V.check_positive_int(budget, "budget", allow_none=True)
-        V.reject_unknown(query_params, self.algorithm_.query_params, f"search with algorithm {self.algorithm!r}")
-        if oracle_params:
-            if not isinstance(oracle_params, dict):
-                raise TypeError(f"oracle_params must be a dict, got {type(oracle_params).__name__}")
-            if not self.algorithm_.uses_oracle:
-                raise ValueError(f"algorithm {self.algorithm!r} does not use an oracle, got oracle_params={oracle_params!r}")
-            query_params["oracle_params"] = oracle_params
+        budget, query_params = check_search_options(self.algorithm, budget, oracle_params, query_params)
         queries, q_conf = V.check_points(Q, name="Q", model=self.model, c=self.c, dim=self.dim_, allow_empty=True)
         m = queries.shape[0]
         if m == 0:
