@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from hypann.cli import main
 from tests.conftest import ball_points
@@ -14,7 +15,7 @@ def test_build_search_info(tmp_path, rng, capsys):
     np.save(tmp_path / "X.npy", X)
     np.save(tmp_path / "Q.npy", Q)
     idx = tmp_path / "idx.hypann"
-    assert main(["build", str(tmp_path / "X.npy"), "-o", str(idx), "--oracle", "kdtree", "--seed", "1"]) == 0
+    assert main(["build", str(tmp_path / "X.npy"), "-o", str(idx), "--algorithm", "recentering", "--oracle", "kdtree", "--seed", "1"]) == 0
     assert main(["search", str(idx), str(tmp_path / "Q.npy"), "-k", "3", "-o", str(tmp_path / "out.npz")]) == 0
     with np.load(tmp_path / "out.npz") as z:
         assert z["indices"].shape == (5, 3) and np.all(np.diff(z["distances"], axis=1) >= 0)
@@ -39,3 +40,14 @@ def test_demo_quick(capsys):
     assert main(["demo", "--quick", "--queries", "50"]) == 0
     out = capsys.readouterr().out
     assert "Recentering + cKDTree (exact)" in out and "Spherical-Shell + LSH" in out and "numpy brute force" in out
+
+
+def test_version_is_the_package_version(capsys):
+    import hypann
+    from importlib.metadata import version
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--version"])
+    assert exit_info.value.code == 0
+    assert capsys.readouterr().out.strip() == f"hypann {version('hypann')}"
+    assert hypann.__version__ == version("hypann")

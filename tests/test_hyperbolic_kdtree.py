@@ -70,7 +70,7 @@ def test_search_exact_matches_brute_force(seed, n, d, k, leaf, dup):
 
 
 def test_search_exact_many_nodes_grows_the_heap():
-    # leaf_size=1 on 5,000 points: ~10,000 nodes, far more than the heap's initial 256 slots.
+    # leaf_size=1 on 5,000 points: ~10,000 nodes, far more than the heap's initial 64 slots.
     X, cx = _data(5, 5000, 3)
     Q, cq = _queries(5, X, 30)
     ids, deltas, samples = HyperbolicKDTree(leaf_size=1).build(X, cx).search_exact(Q, cq, 50)
@@ -78,6 +78,50 @@ def test_search_exact_many_nodes_grows_the_heap():
     np.testing.assert_array_equal(deltas, ref_d)
     np.testing.assert_array_equal(delta_to_candidates(Q, cq, X, cx, ids), deltas)
     assert np.all(samples < 5000)
+
+
+@pytest.mark.parametrize(
+    "n, d, scale",
+    [
+        (20000, 20, 0.9 / np.sqrt(20)),  # uniform cube scaled into the ball: crashed the process before
+        (20000, 16, None),  # uniform in a ball of radius 0.5: crashed the process before
+        (3000, 64, None),  # many open nodes per query: the heap grows several times
+    ],
+)
+def test_search_exact_uniform_high_dim_regression(n, d, scale):
+    # Regression: the best-first heap, grown inline in the parallel query loop,
+    # was written past its end on uniform 16-20-D data (segfault; IndexError
+    # under NUMBA_BOUNDSCHECK=1).
+    rng = np.random.default_rng(0)
+    if scale is not None:
+        X = scale * rng.uniform(-1, 1, (n, d))
+    else:
+        g = rng.normal(size=(n, d))
+        X = 0.5 * g / np.linalg.norm(g, axis=1, keepdims=True) * rng.uniform(0, 1, (n, 1)) ** (1 / d)
+    X = np.ascontiguousarray(X)
+    cx = conformal_factor(X)
+    Q, cq = X[:40], cx[:40]
+    ids, deltas, samples = HyperbolicKDTree().build(X, cx).search_exact(Q, cq, 10)
+    _, ref_d = brute_knn_delta(Q, cq, X, cx, 10)
+    np.testing.assert_array_equal(deltas, ref_d)
+    np.testing.assert_array_equal(ids[:, 0], np.arange(40))
+    np.testing.assert_array_equal(delta_to_candidates(Q, cq, X, cx, ids), deltas)
+
+
+def test_knn_tracking_stack_grows_when_the_stated_depth_is_too_small():
+    # The depth-first stack is sized depth+2 (enough for trees built here); a
+    # smaller stated size must grow instead of overflowing.
+    from hypann.search.hyperbolic_kdtree import _budget_array, _knn_tracking
+
+    X, cx = _data(3, 2000, 3)
+    tree = HyperbolicKDTree(leaf_size=2).build(X, cx)
+    C = X[:20]
+    out = _knn_tracking(
+        tree.points_, tree.conformal_, tree.indices_, tree.lo_, tree.hi_, tree.left_, tree.right_,
+        tree.start_, tree.end_, 1, C, 5, C, cx[:20], _budget_array(None, 20), True,
+    )
+    ref_sq, _ = _euclid_brute(C, X, 5)
+    np.testing.assert_allclose(out[0], ref_sq, rtol=1e-12, atol=0)
 
 
 def test_search_exact_near_boundary_and_duplicates():
@@ -280,3 +324,55 @@ def test_errors_name_the_bad_value():
         tree.search_exact(X, cx, 1, budget=np.ones(3))
     with pytest.raises(ValueError, match="centers, queries and q_conformal must have m=50 rows"):
         tree.knn_tracking(X, 1, X[:3], cx[:3])
+
+
+# --------------------------------------------------------------------------- seeded search and range search
+
+
+@given(
+    seed=st.integers(0, 2**31),
+    n=st.integers(1, 300),
+    k=st.integers(1, 10),
+    n_seeds=st.integers(0, 15),
+)
+def test_search_exact_with_any_seeds_stays_exact(seed, n, k, n_seeds):
+    # Seeds may be good, bad, repeated, out of range or -1: the answer is exact anyway.
+    X, cx = _data(seed, n, 4, n_dup=n // 8)
+    Q, cq = _queries(seed, X, 10)
+    rng = np.random.default_rng(seed)
+    tree = HyperbolicKDTree(leaf_size=4).build(X, cx)
+    seeds = rng.integers(-2, n + 2, (len(Q), n_seeds))
+    ids, deltas, samples = tree.search_exact(Q, cq, k, seed_ids=seeds)
+    ref_ids, ref_d = brute_knn_delta(Q, cq, X, cx, k)
+    np.testing.assert_array_equal(deltas, ref_d)
+    np.testing.assert_array_equal(delta_to_candidates(Q, cq, X, cx, ids), deltas)
+    for row in ids:
+        valid = row[row >= 0]
+        assert len(set(valid.tolist())) == len(valid)
+
+
+def test_search_exact_seeded_with_the_answer_examines_no_more_points():
+    X, cx = _data(11, 4000, 6)
+    Q, cq = _queries(11, X, 50)
+    tree = HyperbolicKDTree().build(X, cx)
+    ref_ids, ref_d = brute_knn_delta(Q, cq, X, cx, 10)
+    plain = tree.search_exact(Q, cq, 10)
+    seeded = tree.search_exact(Q, cq, 10, seed_ids=ref_ids)
+    np.testing.assert_array_equal(seeded.deltas, ref_d)
+    # best-first already examines only leaves whose bound is below the final
+    # k-th delta (plus the few popped before it was reached): seeds can only cut those
+    assert np.all(seeded.samples <= plain.samples)
+
+
+@given(seed=st.integers(0, 2**31), n=st.integers(1, 300), quantile=st.sampled_from([0.0, 0.01, 0.3, 1.0]))
+def test_search_radius_matches_brute_force(seed, n, quantile):
+    X, cx = _data(seed, n, 3, n_dup=n // 5)
+    Q, cq = _queries(seed, X, 8)
+    all_d = delta_to_candidates(Q, cq, X, cx, np.tile(np.arange(n), (len(Q), 1)))
+    limits = np.quantile(all_d, quantile, axis=1)  # 0 (duplicates only) ... everything
+    offsets, ids, deltas = HyperbolicKDTree(leaf_size=3).build(X, cx).search_radius(Q, cq, limits)
+    for i in range(len(Q)):
+        expect = np.flatnonzero(all_d[i] <= limits[i])
+        got = ids[offsets[i]:offsets[i + 1]]
+        assert sorted(got.tolist()) == sorted(expect.tolist())
+        np.testing.assert_array_equal(deltas[offsets[i]:offsets[i + 1]], np.sort(all_d[i, expect]))

@@ -54,13 +54,15 @@ def test_unknown_algorithm_oracle_option():
     with pytest.raises(ValueError, match=r"unknown algorithm 'nope'"):
         hypann.HyperbolicIndex(algorithm="nope").build(X)
     with pytest.raises(ValueError, match=r"unknown oracle 'nope'"):
-        hypann.HyperbolicIndex(oracle="nope").build(X)
-    with pytest.raises(ValueError, match=r"bad settings for algorithm 'recentering'"):
+        hypann.HyperbolicIndex(algorithm="recentering", oracle="nope").build(X)
+    with pytest.raises(ValueError, match=r"bad settings for algorithm 'hkdtree'"):
         hypann.HyperbolicIndex(bogus=1).build(X)
     with pytest.raises(ValueError, match=r"bad settings for oracle 'kdtree'"):
-        hypann.HyperbolicIndex(oracle="kdtree:bogus=1").build(X)
+        hypann.HyperbolicIndex(algorithm="recentering", oracle="kdtree:bogus=1").build(X)
     with pytest.raises(ValueError, match=r"bad setting 'x' in oracle spec"):
-        hypann.HyperbolicIndex(oracle="kdtree:x").build(X)
+        hypann.HyperbolicIndex(algorithm="recentering", oracle="kdtree:x").build(X)
+    with pytest.raises(ValueError, match=r"algorithm 'hkdtree' does not use an oracle.*algorithm='recentering'"):
+        hypann.HyperbolicIndex(oracle="kdtree").build(X)
     with pytest.raises(ValueError, match=r"does not use an oracle"):
         hypann.HyperbolicIndex(algorithm="brute", oracle="kdtree").build(X)
     with pytest.raises(ValueError, match=r"model must be one of"):
@@ -127,3 +129,19 @@ def test_oracle_params_per_call(rng):
         hypann.HyperbolicIndex(algorithm="brute").build(X).search(Q, 1, oracle_params={"ef": 2})
     with pytest.raises(TypeError, match=r"oracle_params must be a dict"):
         idx.search(Q, 1, oracle_params=[("ef", 2)])
+
+
+def test_import_hypann_is_lazy_and_gives_the_subpackages():
+    # `import hypann` must not load numba/scipy (kept fast); the tour's names resolve on use.
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, hypann; assert 'numba' not in sys.modules and 'scipy' not in sys.modules, sorted(sys.modules); "
+        "hypann.datasets.list_datasets; hypann.HyperbolicIndex; hypann.sklearn.HyperbolicNearestNeighbors; "
+        "print(hypann.__version__)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    with pytest.raises(AttributeError, match=r"module 'hypann' has no attribute 'nope'"):
+        hypann.nope

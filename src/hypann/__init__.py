@@ -3,18 +3,54 @@
 Implements Wu & Charikar, *Nearest Neighbor Search for Hyperbolic Embeddings*
 (Recentering, Binary-Search and Spherical-Shell search on top of any Euclidean
 nearest-neighbour oracle) and goes past it. Start with :class:`HyperbolicIndex`.
+
+``import hypann`` is cheap: the public names below (and the subpackages
+``hypann.datasets``, ``hypann.sklearn``, ...) are imported on first use
+(PEP 562), so numba and scipy load only when an index is made.
 """
 
-from hypann.index import HyperbolicIndex
-from hypann.io import read_metadata
-from hypann.result import SearchResult, SearchStats
+from __future__ import annotations
 
-__version__ = "0.1.0"
+import importlib
+from importlib.metadata import PackageNotFoundError, version
+
+try:  # the version is defined once, in pyproject.toml
+    __version__ = version("hypann")
+except PackageNotFoundError:  # pragma: no cover - running from a source tree without metadata
+    __version__ = "0+unknown"
+
+# public name -> module that defines it
+_EXPORTS = {
+    "HyperbolicIndex": "hypann.index",
+    "DEFAULT_ALGORITHM": "hypann.index",
+    "read_metadata": "hypann.io",
+    "SearchResult": "hypann.result",
+    "SearchStats": "hypann.result",
+    "RangeSearchResult": "hypann.result",
+}
+_SUBPACKAGES = ("datasets", "eval", "geometry", "graph", "oracles", "search", "sklearn", "embed")
 
 
-def load(path, **overrides) -> HyperbolicIndex:
-    """Read an index saved with :meth:`HyperbolicIndex.save`."""
+def load(path, **overrides):
+    """Read an index saved with :meth:`HyperbolicIndex.save` (see :meth:`HyperbolicIndex.load`)."""
+    from hypann.index import HyperbolicIndex
+
     return HyperbolicIndex.load(path, **overrides)
 
 
-__all__ = ["HyperbolicIndex", "SearchResult", "SearchStats", "load", "read_metadata", "__version__"]
+def __getattr__(name):
+    if name in _EXPORTS:
+        value = getattr(importlib.import_module(_EXPORTS[name]), name)
+        globals()[name] = value
+        return value
+    if name in _SUBPACKAGES:
+        return importlib.import_module(f"hypann.{name}")
+    raise AttributeError(f"module 'hypann' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_EXPORTS) | set(_SUBPACKAGES))
+
+
+__all__ = ["HyperbolicIndex", "DEFAULT_ALGORITHM", "SearchResult", "SearchStats", "RangeSearchResult", "load",
+           "read_metadata", "__version__"]

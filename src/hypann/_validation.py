@@ -127,6 +127,21 @@ def check_k(k, n, *, name="k"):
     return int(k)
 
 
+def check_radius(r, m, *, name="r"):
+    """A search radius: a finite number ``>= 0`` or an array of ``m`` of them; returns float64 (m,)."""
+    if isinstance(r, bool):
+        raise TypeError(f"{name} must be a number or an array of numbers, got {r!r}")
+    try:
+        arr = np.asarray(r, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must be a number or an array of numbers, got {type(r).__name__}") from None
+    if arr.ndim > 1 or (arr.ndim == 1 and arr.shape[0] != m):
+        raise ValueError(f"{name} must be a scalar or have shape ({m},) (one radius per query), got shape {arr.shape}")
+    if not np.all(np.isfinite(arr)) or np.any(arr < 0):
+        raise ValueError(f"{name} must be finite and >= 0, got {name}={r!r}")
+    return np.ascontiguousarray(np.broadcast_to(arr, (m,)))
+
+
 def check_positive_int(value, name, *, allow_none=False):
     if value is None and allow_none:
         return None

@@ -14,6 +14,7 @@ import tempfile
 import numpy as np
 
 from hypann.datasets.wordnet import SHIPPED_EPOCHS
+from hypann.index import DEFAULT_ALGORITHM
 from hypann.oracles.registry import parse_value
 
 
@@ -81,11 +82,11 @@ def cmd_build(args):
     X = _load_array(args.data, "points")
     settings = dict(oracle=args.oracle, model=args.model, c=args.c, random_state=args.seed, **_params(args.param))
     if args.shards is not None:
-        from hypann.distributed import DEFAULT_ALGORITHM, ShardedIndex
+        from hypann.distributed import ShardedIndex
 
-        index = ShardedIndex(args.shards, algorithm=args.algorithm or DEFAULT_ALGORITHM, address=args.ray_address, **settings).build(X)
+        index = ShardedIndex(args.shards, algorithm=args.algorithm, address=args.ray_address, **settings).build(X)
     else:
-        index = hypann.HyperbolicIndex(algorithm=args.algorithm or "recentering", **settings).build(X)
+        index = hypann.HyperbolicIndex(algorithm=args.algorithm, **settings).build(X)
     index.save(args.output)
     print(f"built {index!r}\nwrote {args.output}")
     return 0
@@ -172,7 +173,10 @@ def cmd_reproduce(args):
 
 
 def build_parser():
+    import hypann
+
     p = argparse.ArgumentParser(prog="hypann", description="Nearest-neighbour search for hyperbolic embeddings.")
+    p.add_argument("--version", action="version", version=f"hypann {hypann.__version__}")
     sub = p.add_subparsers(dest="command", required=True)
 
     d = sub.add_parser("demo", help="build, search and check on an embedded data set")
@@ -185,7 +189,7 @@ def build_parser():
     b = sub.add_parser("build", help="build an index (or with --shards a sharded index on Ray) from a .npy file of points")
     b.add_argument("data")
     b.add_argument("-o", "--output", required=True)
-    b.add_argument("--algorithm", default=None, help='default "recentering", with --shards "hkdtree" per shard')
+    b.add_argument("--algorithm", default=DEFAULT_ALGORITHM, help=f"search algorithm (default {DEFAULT_ALGORITHM}; per shard with --shards)")
     b.add_argument("--oracle", default=None, help='oracle spec, e.g. "kdtree", "lsh:tables=5,bits=15", "faiss:HNSW32"')
     b.add_argument("--model", default="poincare", choices=["poincare", "lorentz"])
     b.add_argument("--c", type=float, default=1.0, help="curvature magnitude")

@@ -7,13 +7,18 @@ import logging
 import numpy as np
 
 from hypann import _validation as V
-from hypann.geometry.poincare import dist_from_delta
+from hypann.geometry.poincare import delta_from_dist, dist_from_delta
 from hypann.oracles.base import EuclideanOracle
-from hypann.result import SearchResult, SearchStats
+from hypann.result import RangeSearchResult, SearchResult, SearchStats
 from hypann.search.registry import algorithm_class, make_algorithm
+from hypann.updates import LiveSet, check_ids, merge_knn, merge_ragged
 
 log = logging.getLogger(__name__)
 
+#: The algorithm of ``HyperbolicIndex()``, the scikit-learn estimator and the CLI
+#: when none is given: hypann's fastest exact method on every data family measured.
+DEFAULT_ALGORITHM = "hkdtree"
+#: The Euclidean oracle of oracle-based algorithms when none is given.
 DEFAULT_ORACLE = "kdtree"
 
 
@@ -48,11 +53,10 @@ class HyperbolicIndex:
 
     Parameters
     ----------
-    algorithm : str, default "recentering"
-        ``"recentering"`` (exact, Wu & Charikar Alg. 1), ``"binary_search"``
+    algorithm : str, default :data:`DEFAULT_ALGORITHM` (``"hkdtree"``)
+        ``"hkdtree"`` (exact kd-tree with hyperbolic pruning), ``"recentering"`` (exact, Wu & Charikar Alg. 1), ``"binary_search"``
         (``ratio``-approximate, Alg. 2), ``"shells"`` / ``"random_shells"``
-        (``sqrt(width)``-approximate with any oracle, Alg. 3 / 8),
-        ``"hkdtree"`` (exact kd-tree with hyperbolic pruning), ``"vamana"``
+        (``sqrt(width)``-approximate with any oracle, Alg. 3 / 8), ``"vamana"``
         (graph baseline), ``"brute"`` (exact scan).
     oracle : str or EuclideanOracle, default "kdtree"
         Euclidean oracle spec (``"kdtree"``, ``"brute"``, ``"hkdtree"``,
@@ -76,7 +80,7 @@ class HyperbolicIndex:
     [0, 1, 2]
     """
 
-    def __init__(self, *, algorithm="recentering", oracle=None, model="poincare", c=1.0, random_state=None, **params):
+    def __init__(self, *, algorithm=DEFAULT_ALGORITHM, oracle=None, model="poincare", c=1.0, random_state=None, **params):
         self.algorithm = algorithm
         self.oracle = oracle
         self.model = model
@@ -90,7 +94,11 @@ class HyperbolicIndex:
         V.check_curvature(self.c)
         cls = algorithm_class(self.algorithm)
         if self.oracle is not None and not cls.uses_oracle:
-            raise ValueError(f"algorithm {self.algorithm!r} does not use an oracle, got oracle={self.oracle!r}")
+            raise ValueError(
+                f"algorithm {self.algorithm!r} does not use an oracle, got oracle={self.oracle!r}; "
+                f"oracle-based algorithms: recentering, binary_search, shells, random_shells "
+                f"(e.g. HyperbolicIndex(algorithm='recentering', oracle={self.oracle!r}))"
+            )
         if self.oracle is not None and not isinstance(self.oracle, (str, EuclideanOracle)):
             raise TypeError(f"oracle must be a spec string or an EuclideanOracle, got {type(self.oracle).__name__}")
         if self.random_state is not None and (isinstance(self.random_state, bool) or not isinstance(self.random_state, (int, np.integer))):
@@ -102,7 +110,7 @@ class HyperbolicIndex:
         points, conformal = V.check_points(X, name="X", model=self.model, c=self.c)
         return self._build_validated(points, conformal)
 
-    def _build_validated(self, points, conformal, state=None):
+    def _build_validated(self, points, conformal, state=None, labels=None):
         algo = make_algorithm(self.algorithm, self.params)
         oracle = self.oracle if self.oracle is not None else DEFAULT_ORACLE
         if state:
@@ -112,8 +120,93 @@ class HyperbolicIndex:
         self.algorithm_ = algo
         self.points_ = points
         self.conformal_ = conformal
-        self.n_points_, self.dim_ = points.shape
+        self.dim_ = points.shape[1]
+        self.live_ = LiveSet(points.shape[0], self.dim_, labels)
+        self._plain_labels = labels is None
         log.debug("built %r", self)
+        return self
+
+    @property
+    def n_points_(self) -> int:
+        """Number of live points (built + added - removed)."""
+        return self.live_.n_live
+
+    @property
+    def ids_(self) -> np.ndarray:
+        """The id of every live point, in row order (the ids search results are given in)."""
+        self._check_fitted()
+        return self.live_.labels[~self.live_.removed]
+
+    # -- changing the point set ---------------------------------------------
+    def add(self, X, ids=None):
+        """Add points after :meth:`build`; returns self.
+
+        Added points are searched exactly (by a kd-tree of their own) and
+        merged with the structure's answers; when added + removed points
+        exceed :data:`hypann.updates.REBUILD_FRACTION` of the built ones, the
+        structure is rebuilt over the live points (:meth:`compact`).
+
+        Parameters
+        ----------
+        X : array_like of shape (m, d)
+            Points in the index's model and curvature.
+        ids : array_like of shape (m,), int, optional
+            Their ids (distinct, ``>= 0``, not the id of a live point). Default:
+            consecutive ids after the largest id in use.
+        """
+        self._check_fitted()
+        points, conformal = V.check_points(X, name="X", model=self.model, c=self.c, dim=self.dim_)
+        live = self.live_
+        if ids is None:
+            start = int(live.labels.max()) + 1 if live.n_rows else 0
+            labels = np.arange(start, start + points.shape[0], dtype=np.int64)
+        else:
+            labels = check_ids(ids, points.shape[0])
+            taken = np.isin(labels, live.labels[~live.removed])
+            if taken.any():
+                raise ValueError(f"ids already in the index: {labels[taken][:5].tolist()}")
+            if live.has_removed_label(labels):
+                self.compact()  # a removed row still holds that id
+                live = self.live_
+            self._plain_labels = False
+        live.add(points.copy(), conformal, labels)
+        if live.needs_rebuild():
+            self.compact()
+        return self
+
+    def remove(self, ids):
+        """Remove the points with these ids; they are never returned again. Returns self.
+
+        Raises ``ValueError`` naming any id that is not a live point.
+        """
+        self._check_fitted()
+        ids = np.atleast_1d(np.asarray(ids))
+        if ids.dtype.kind not in "iu" or ids.ndim != 1:
+            raise TypeError(f"ids must be integers, got dtype={ids.dtype}, shape={ids.shape}")
+        if ids.size == 0:
+            return self
+        if np.unique(ids).size != ids.size:
+            raise ValueError("ids to remove must be distinct")
+        rows = self.live_.rows_of(ids)
+        if rows.size >= self.live_.n_live:
+            raise ValueError(f"cannot remove all {self.live_.n_live} points of the index; build a new one instead")
+        self.live_.remove_rows(rows)
+        if self.live_.needs_rebuild():
+            self.compact()
+        return self
+
+    def compact(self):
+        """Rebuild the search structure over the live points (ids kept); returns self.
+
+        Called automatically when the changes since the build grow large; call
+        it yourself before a long series of searches after many changes.
+        """
+        self._check_fitted()
+        if self.live_.n_changes == 0:
+            return self
+        points, conformal, labels = self.live_.live_rows(self.points_, self.conformal_)
+        plain = self._plain_labels and np.array_equal(labels, np.arange(labels.shape[0]))
+        self._build_validated(points, conformal, labels=None if plain else labels)
         return self
 
     def _check_fitted(self):
@@ -153,21 +246,119 @@ class HyperbolicIndex:
         m = queries.shape[0]
         if m == 0:
             return SearchResult(np.empty((0, k), np.int64), np.empty((0, k)), SearchStats.zeros(0))
-        ids, deltas, stats = self.algorithm_.search(queries, q_conf, k, budget=budget, **query_params)
-        return self._result(ids, deltas, stats)
+        return self._result(*self._search_rows(queries, q_conf, k, budget, query_params))
+
+    def _search_rows(self, queries, q_conf, k, budget, query_params):
+        """``(rows, deltas, stats)`` of validated queries: the search behind :meth:`search`."""
+        if self.live_.n_changes:
+            return self._search_changed(queries, q_conf, k, budget, query_params)
+        return self.algorithm_.search(queries, q_conf, k, budget=budget, **query_params)
+
+    def _search_changed(self, queries, q_conf, k, budget, query_params):
+        """Search with added / removed points: structure + added buffer, merged by ``delta``."""
+        live = self.live_
+        n_built = live.n_built
+        removed_built = live.removed[:n_built]
+        m = queries.shape[0]
+        if getattr(self.algorithm_, "supports_removed", False):
+            k_main = min(k, n_built - int(removed_built.sum()))
+            extra = {"removed": removed_built}
+        else:  # ask for enough neighbours that k live ones remain
+            k_main = min(n_built, k + int(removed_built.sum()))
+            extra = {}
+        if k_main > 0:
+            rows, deltas, stats = self.algorithm_.search(queries, q_conf, k_main, budget=budget, **query_params, **extra)
+            rows = np.asarray(rows, dtype=np.int64)
+            gone = rows >= 0
+            gone[gone] = removed_built[rows[gone]]
+            rows = np.where(gone, -1, rows)
+        else:
+            rows, deltas, stats = np.full((m, 0), -1, np.int64), np.empty((m, 0)), SearchStats.zeros(m)
+        remaining = None if budget is None else np.maximum(budget - stats.samples, 0)
+        b_rows, b_deltas, b_samples = live.buffer_knn(queries, q_conf, k, remaining)
+        stats.samples += b_samples
+        rows, deltas = merge_knn(k, (rows, deltas), (b_rows, b_deltas))
+        return rows, deltas, stats
+
+    def search_radius(self, Q, r) -> RangeSearchResult:
+        """Every indexed point within hyperbolic distance ``r`` of each query (range search).
+
+        Exact for ``algorithm="hkdtree"`` and ``"brute"``, and for
+        ``"recentering"`` over an exact oracle with ball queries (``"kdtree"``,
+        ``"brute"``); other algorithms raise ``NotImplementedError``. The kd-tree
+        prunes a node when ``mindist(q, box)^2 / ((1-|q|^2) max_B(1-|x|^2))``
+        exceeds ``sinh^2(sqrt(c) r / 2)``; Recentering asks its oracle for the
+        Euclidean ball of the hyperbolic ball. Candidates are then kept when
+        their distance, computed as for :meth:`search`, is ``<= r``.
+
+        Parameters
+        ----------
+        Q : array_like of shape (m, d)
+            Queries in the index's model and curvature.
+        r : float or array_like of shape (m,)
+            Radius per query (``>= 0``, finite), in the index's curvature.
+            ``r = 0`` returns the exact duplicates of the query.
+
+        Returns
+        -------
+        RangeSearchResult
+            ``offsets`` (m+1,), ``indices`` and ``distances`` (ascending per query).
+        """
+        self._check_fitted()
+        queries, q_conf = V.check_points(Q, name="Q", model=self.model, c=self.c, dim=self.dim_, allow_empty=True)
+        m = queries.shape[0]
+        radius = V.check_radius(r, m)
+        # a slightly larger surrogate limit for the search; the exact test is on the distances below
+        limits = delta_from_dist(radius * np.sqrt(self.c)) * (1.0 + 1e-12) + 1e-300
+        limits = np.ascontiguousarray(limits)
+        live = self.live_
+        if live.n_changes:
+            removed_built = live.removed[:live.n_built]
+            if getattr(self.algorithm_, "supports_removed", False):
+                main = self.algorithm_.search_radius(queries, q_conf, limits, removed=removed_built)
+            else:
+                main = self.algorithm_.search_radius(queries, q_conf, limits)
+            offsets, ids, deltas = merge_ragged(m, main, live.buffer_radius(queries, q_conf, limits))
+            keep = ~live.removed[ids]
+            rows_of_hit = np.repeat(np.arange(m), np.diff(offsets))[keep]
+            ids, deltas = ids[keep], deltas[keep]
+            offsets = np.zeros(m + 1, dtype=np.int64)
+            np.cumsum(np.bincount(rows_of_hit, minlength=m), out=offsets[1:])
+        else:
+            offsets, ids, deltas = self.algorithm_.search_radius(queries, q_conf, limits)
+        distances = dist_from_delta(deltas) / np.sqrt(self.c)
+        rows = np.repeat(np.arange(m), np.diff(offsets))
+        keep = distances <= radius[rows]
+        counts = np.bincount(rows[keep], minlength=m)
+        new_offsets = np.zeros(m + 1, dtype=np.int64)
+        np.cumsum(counts, out=new_offsets[1:])
+        return RangeSearchResult(new_offsets, self._labels_of(ids[keep].astype(np.int64)), distances[keep])
+
+    def _labels_of(self, rows):
+        """User ids of ``rows`` (``-1`` stays ``-1``)."""
+        if self._plain_labels and self.live_.identity_labels:
+            return rows
+        labels = self.live_.labels
+        return np.where(rows >= 0, labels[np.maximum(rows, 0)], -1)
 
     def _result(self, ids, deltas, stats):
-        ids = np.asarray(ids, dtype=np.int64)
+        ids = self._labels_of(np.asarray(ids, dtype=np.int64))
         distances = dist_from_delta(deltas) / np.sqrt(self.c)
         distances[ids < 0] = np.inf
         return SearchResult(ids, distances, stats)
 
     # -- persistence ------------------------------------------------------
     def save(self, path):
-        """Write the index to ``path`` atomically (see :mod:`hypann.io`)."""
+        """Write the index to ``path`` atomically (see :mod:`hypann.io`).
+
+        Points added or removed since the build are folded in first
+        (:meth:`compact`), so the file holds one structure over the live points
+        and their ids.
+        """
         from hypann.io import save_index
 
         self._check_fitted()
+        self.compact()
         save_index(self, path)
 
     @classmethod

@@ -64,6 +64,8 @@ def save_index(index, path) -> None:
     except TypeError as exc:
         raise ValueError(f"index settings are not JSON-serializable, cannot save: {exc}") from None
     arrays = {"header": np.frombuffer(header_bytes, dtype=np.uint8), "points": index.points_}
+    if not index._plain_labels:
+        arrays["labels"] = index.live_.labels
     for name, arr in index.algorithm_.get_state().items():
         arrays[f"state/{name}"] = np.asarray(arr)
     folder = os.path.dirname(os.path.abspath(path))
@@ -117,6 +119,7 @@ def load_index(path, **overrides):
         try:
             points = np.ascontiguousarray(z["points"], dtype=np.float64)
             state = {k[len("state/"):]: z[k] for k in z.files if k.startswith("state/")}
+            labels = np.asarray(z["labels"]) if "labels" in z.files else None
         except (KeyError, ValueError, zipfile.BadZipFile, OSError, EOFError) as exc:
             raise ValueError(f"{path!r} is a corrupt hypann index file: {exc}") from None
     if points.shape != (header["n"], header["d"]) or _sha256(points) != header["points_sha256"]:
@@ -129,8 +132,14 @@ def load_index(path, **overrides):
         "random_state": header["random_state"],
         **header["params"],
     }
+    if labels is not None:
+        if labels.dtype != np.int64 or labels.shape != (points.shape[0],) or labels.min(initial=0) < 0 or (
+            np.unique(labels).size != labels.size
+        ):
+            raise ValueError(f"{path!r} is a corrupt hypann index file: field 'labels' must hold {points.shape[0]} "
+                             f"distinct int64 ids >= 0")
     settings.update(overrides)
     index = HyperbolicIndex(**settings)
     index._check_settings()
     conformal = _kernels.conformal_factor(points)
-    return index._build_validated(points, conformal, state=None if overrides else state)
+    return index._build_validated(points, conformal, state=None if overrides else state, labels=labels)

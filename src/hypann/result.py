@@ -96,3 +96,43 @@ class SearchResult:
 
     def __repr__(self):
         return f"SearchResult(n_queries={len(self)}, k={self.k}, mean_oracle_calls={self.stats.oracle_calls.mean():.3g})"
+
+
+@dataclass
+class RangeSearchResult:
+    """Answer of :meth:`hypann.HyperbolicIndex.search_radius`: a ragged batch.
+
+    The neighbours of query ``i`` are ``indices[offsets[i]:offsets[i+1]]``,
+    nearest first, with their ``distances`` (the layout of faiss's range
+    search; ``result[i]`` gives the pair of slices).
+
+    Attributes
+    ----------
+    offsets : ndarray of shape (n_queries + 1,), int64
+    indices : ndarray of shape (offsets[-1],), int64
+    distances : ndarray of shape (offsets[-1],), float64
+        Hyperbolic distances in the index's curvature, ascending per query.
+    """
+
+    offsets: np.ndarray
+    indices: np.ndarray
+    distances: np.ndarray
+
+    def __len__(self):
+        return self.offsets.shape[0] - 1
+
+    def __getitem__(self, i):
+        """``(indices, distances)`` of query ``i``."""
+        if not -len(self) <= i < len(self):
+            raise IndexError(f"query {i} out of range for {len(self)} queries")
+        i = i % len(self)
+        s, e = self.offsets[i], self.offsets[i + 1]
+        return self.indices[s:e], self.distances[s:e]
+
+    @property
+    def counts(self) -> np.ndarray:
+        """Number of neighbours found per query."""
+        return np.diff(self.offsets)
+
+    def __repr__(self):
+        return f"RangeSearchResult(n_queries={len(self)}, total={self.indices.shape[0]})"

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from hypann import _validation as V
-from hypann.index import HyperbolicIndex
+from hypann.index import DEFAULT_ALGORITHM, HyperbolicIndex
 
 try:  # optional: only for clone()/pipelines
     from sklearn.base import BaseEstimator as _Base
@@ -26,7 +26,7 @@ class HyperbolicNearestNeighbors(_Base):
     Parameters
     ----------
     n_neighbors : int, default 5
-    algorithm : str, default "recentering"
+    algorithm : str, default :data:`hypann.DEFAULT_ALGORITHM` ("hkdtree")
         Any :class:`hypann.HyperbolicIndex` algorithm.
     oracle : str, optional
         Euclidean oracle spec.
@@ -52,7 +52,7 @@ class HyperbolicNearestNeighbors(_Base):
     [1, 0, 0]
     """
 
-    def __init__(self, n_neighbors=5, *, algorithm="recentering", oracle=None, model="poincare", c=1.0,
+    def __init__(self, n_neighbors=5, *, algorithm=DEFAULT_ALGORITHM, oracle=None, model="poincare", c=1.0,
                  algorithm_params=None, random_state=None):
         self.n_neighbors = n_neighbors
         self.algorithm = algorithm

@@ -151,3 +151,46 @@ def merge_topk(best_ids, best_d, cand_ids, cand_d):
                 if heap_push_max(best_d[i], best_ids[i], d, j):
                     changed[i] = True
     return changed
+
+
+@nb.njit(cache=True, parallel=True)
+def brute_range_count(Q, cq, X, cx, limits):
+    """Number of rows of ``X`` with ``delta(q_i, x) <= limits[i]``, per query."""
+    m = Q.shape[0]
+    counts = np.zeros(m, dtype=np.int64)
+    for i in nb.prange(m):
+        c = 0
+        for j in range(X.shape[0]):
+            if delta_row(Q[i], cq[i], X[j], cx[j]) <= limits[i]:
+                c += 1
+        counts[i] = c
+    return counts
+
+
+@nb.njit(cache=True, parallel=True)
+def brute_range_fill(Q, cq, X, cx, limits, offsets, ids, deltas):
+    """Second pass of a brute-force range search: hits of query ``i`` (ascending
+    row order) into ``ids/deltas[offsets[i]:offsets[i+1]]``, sized by :func:`brute_range_count`."""
+    m = Q.shape[0]
+    for i in nb.prange(m):
+        pos = offsets[i]
+        end = offsets[i + 1]
+        for j in range(X.shape[0]):
+            if pos == end:
+                break
+            d = delta_row(Q[i], cq[i], X[j], cx[j])
+            if d <= limits[i]:
+                ids[pos] = j
+                deltas[pos] = d
+                pos += 1
+
+
+@nb.njit(cache=True)
+def delta_pairs(Q, cq, X, cx, rows, ids):
+    """``delta(Q[rows[t]], X[ids[t]])`` for each pair ``t`` (ragged candidate lists)."""
+    out = np.empty(ids.shape[0])
+    for t in range(ids.shape[0]):
+        i = rows[t]
+        j = ids[t]
+        out[t] = delta_row(Q[i], cq[i], X[j], cx[j])
+    return out

@@ -111,6 +111,24 @@ class EuclideanOracle:
             )
         return res
 
+    #: ``radius`` answers exact Euclidean ball queries (``_radius`` implemented)
+    supports_radius = False
+
+    def radius(self, queries, radii):
+        """Every indexed point within Euclidean distance ``radii[i]`` of ``queries[i]``.
+
+        Returns
+        -------
+        offsets : ndarray of shape (m+1,), int64
+        ids : ndarray of int64
+            Hits of query ``i`` are ``ids[offsets[i]:offsets[i+1]]`` (any order).
+        """
+        if not self.supports_radius:
+            raise NotImplementedError(f"oracle {self.name!r} has no radius query")
+        queries = np.ascontiguousarray(queries, dtype=np.float64)
+        radii = np.ascontiguousarray(np.broadcast_to(np.asarray(radii, dtype=np.float64), (queries.shape[0],)))
+        return self._radius(queries, radii)
+
     def near(self, queries, radius, eps=0.0):
         """(1+eps, R) near-neighbour decision oracle (the paper's DO~).
 

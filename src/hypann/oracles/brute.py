@@ -44,6 +44,18 @@ class BruteForceOracle(EuclideanOracle):
             np.full(m, n, dtype=np.int64),
         )
 
+    supports_radius = True
+
+    def _radius(self, queries, radii):
+        hits = []
+        for q, r in zip(queries, radii):
+            diff = self._points - q
+            hits.append(np.flatnonzero(np.einsum("ij,ij->i", diff, diff) <= r * r))
+        offsets = np.zeros(len(hits) + 1, dtype=np.int64)
+        np.cumsum([len(h) for h in hits], out=offsets[1:])
+        ids = np.concatenate(hits).astype(np.int64) if hits else np.empty(0, np.int64)
+        return offsets, ids
+
     @property
     def nbytes(self):
         return int(self._sq.nbytes)

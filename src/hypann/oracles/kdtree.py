@@ -36,6 +36,16 @@ class KDTreeOracle(EuclideanOracle):
         i[i >= self.n_points_] = -1
         return EuclideanNeighbors(d * d, i)
 
+    supports_radius = True
+
+    def _radius(self, queries, radii):
+        hits = self._tree.query_ball_point(queries, radii, workers=self.workers)
+        counts = np.fromiter((len(h) for h in hits), dtype=np.int64, count=len(hits))
+        offsets = np.zeros(len(hits) + 1, dtype=np.int64)
+        np.cumsum(counts, out=offsets[1:])
+        ids = np.fromiter((j for h in hits for j in h), dtype=np.int64, count=int(offsets[-1]))
+        return offsets, ids
+
     @property
     def nbytes(self):
         t = self._tree

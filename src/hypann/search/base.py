@@ -41,6 +41,16 @@ class SearchAlgorithm:
         """Returns ``(ids (m,k) int64, deltas (m,k) float64, SearchStats)``."""
         raise NotImplementedError(f"{type(self).__name__} must implement search")
 
+    #: whether :meth:`search_radius` is exact (False: not offered)
+    supports_radius = False
+
+    def search_radius(self, queries, q_conformal, delta_limits):
+        """All points with ``delta <= delta_limits[i]``: ``(offsets, ids, deltas)``, ascending per query."""
+        raise NotImplementedError(
+            f"algorithm {self.name!r} has no range search; use algorithm='hkdtree' or 'brute' "
+            f"(exact), or 'recentering' with oracle 'kdtree' or 'brute'"
+        )
+
     def get_state(self) -> dict:
         """Arrays that let :meth:`restore` skip the build (empty: rebuild on load)."""
         return {}
@@ -56,3 +66,10 @@ class SearchAlgorithm:
     @property
     def nbytes(self) -> int:
         return 0
+
+
+def sort_ragged(offsets, ids, deltas):
+    """Sort each query's slice of a ragged result by ``(delta, id)``."""
+    owner = np.repeat(np.arange(offsets.shape[0] - 1), np.diff(offsets))
+    order = np.lexsort((ids, deltas, owner))
+    return offsets, ids[order], deltas[order]

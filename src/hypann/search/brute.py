@@ -6,7 +6,7 @@ import numpy as np
 
 from hypann.geometry import _kernels
 from hypann.result import SearchStats
-from hypann.search.base import SearchAlgorithm
+from hypann.search.base import SearchAlgorithm, sort_ragged
 
 
 class BruteForceSearch(SearchAlgorithm):
@@ -36,3 +36,15 @@ class BruteForceSearch(SearchAlgorithm):
             stats.samples[:] = n
         stats.rounds[:] = 1
         return ids, deltas, stats
+
+    supports_radius = True
+
+    def search_radius(self, queries, q_conformal, delta_limits):
+        counts = _kernels.brute_range_count(queries, q_conformal, self.points_, self.conformal_, delta_limits)
+        offsets = np.zeros(queries.shape[0] + 1, dtype=np.int64)
+        np.cumsum(counts, out=offsets[1:])
+        ids = np.empty(offsets[-1], dtype=np.int64)
+        deltas = np.empty(offsets[-1])
+        _kernels.brute_range_fill(queries, q_conformal, self.points_, self.conformal_, delta_limits, offsets, ids,
+                                  deltas)
+        return sort_ragged(offsets, ids, deltas)

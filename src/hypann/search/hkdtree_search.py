@@ -37,12 +37,20 @@ class HyperbolicKDTreeSearch(SearchAlgorithm):
     def _build(self, points, conformal, oracle):
         self.tree_ = HyperbolicKDTree(leaf_size=self.leaf_size).build(points, conformal)
 
-    def search(self, queries, q_conformal, k, *, budget=None):
-        ids, deltas, samples = self.tree_.search_exact(queries, q_conformal, k, budget=budget)
+    #: ``search`` takes ``removed=`` (a flag per built row) and skips those points
+    supports_removed = True
+
+    def search(self, queries, q_conformal, k, *, budget=None, removed=None):
+        ids, deltas, samples = self.tree_.search_exact(queries, q_conformal, k, budget=budget, removed=removed)
         stats = SearchStats.zeros(queries.shape[0])
         stats.samples[:] = samples
         stats.rounds[:] = 1
         return ids, deltas, stats
+
+    supports_radius = True
+
+    def search_radius(self, queries, q_conformal, delta_limits, *, removed=None):
+        return self.tree_.search_radius(queries, q_conformal, delta_limits, removed=removed)
 
     def get_state(self):
         return self.tree_.to_arrays()

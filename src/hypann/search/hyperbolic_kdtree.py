@@ -235,12 +235,85 @@ def _box_sq_mindist(c, lo, hi):
     return s
 
 
+@nb.njit(cache=True)
+def _grow_pair(keys, nodes, size):
+    """Twice-as-large copies of the node buffer pair ``keys``/``nodes`` (first ``size`` entries kept)."""
+    cap = max(2 * keys.shape[0], 16)
+    keys2 = np.empty(cap)
+    nodes2 = np.empty(cap, dtype=np.int64)
+    keys2[:size] = keys[:size]
+    nodes2[:size] = nodes[:size]
+    return keys2, nodes2
+
+
+@nb.njit(cache=True)
+def _knn_tracking_one(pts, conf, perm, lo, hi, left, right, start, end, stack_size, c, q, cq, limit, track,
+                      ed, ei, hd, hid):
+    """One row of :func:`_knn_tracking`; fills ``ed``/``ei`` (and ``hd``/``hid``), returns the samples.
+
+    A separate (serial) function so that its growable stack is private to the
+    calling thread. Depth-first with both children pushed: the stack holds at
+    most one node per tree level plus one, so ``depth + 2`` entries suffice for
+    a tree built here; the stack still grows if a tree is deeper than stated.
+    """
+    k = ed.shape[0]
+    st_bound = np.empty(max(stack_size, 2))
+    st_node = np.empty(max(stack_size, 2), dtype=np.int64)
+    st_node[0] = 0
+    st_bound[0] = _box_sq_mindist(c, lo[0], hi[0])
+    sp = 1
+    cnt = 0
+    stop = limit <= 0
+    while sp > 0 and not stop:
+        sp -= 1
+        node = st_node[sp]
+        if st_bound[sp] >= ed[k - 1]:
+            continue
+        a = left[node]
+        if a < 0:
+            for t in range(start[node], end[node]):
+                if cnt >= limit:
+                    stop = True
+                    break
+                cnt += 1
+                x = pts[t]
+                e = sq_dist_row(c, x)
+                if e < ed[k - 1]:
+                    insert_sorted(ed, ei, e, perm[t])
+                if track:
+                    h = delta_row(q, cq, x, conf[t])
+                    if h < hd[k - 1]:
+                        insert_sorted(hd, hid, h, perm[t])
+            continue
+        b = right[node]
+        ba = _box_sq_mindist(c, lo[a], hi[a])
+        bb = _box_sq_mindist(c, lo[b], hi[b])
+        if ba > bb:
+            a, b = b, a
+            ba, bb = bb, ba
+        if sp + 2 > st_node.shape[0]:
+            st_bound, st_node = _grow_pair(st_bound, st_node, sp)
+        if bb < ed[k - 1]:  # farther child first, so the nearer one is popped next
+            st_node[sp] = b
+            st_bound[sp] = bb
+            sp += 1
+        if ba < ed[k - 1]:
+            st_node[sp] = a
+            st_bound[sp] = ba
+            sp += 1
+    return cnt
+
+
 @nb.njit(cache=True, parallel=True)
 def _knn_tracking(
     pts, conf, perm, lo, hi, left, right, start, end, stack_size, centers, k, queries, q_conf, budget, track
 ):
     """Euclidean k-NN of ``centers`` (depth-first, nearer child first, box pruning);
-    with ``track`` also the ``delta`` top-k of ``queries`` among examined points."""
+    with ``track`` also the ``delta`` top-k of ``queries`` among examined points.
+
+    Returns ``(e_sq, e_id, h_d, h_id, samples)``: ids ``-1`` and keys ``inf``
+    where fewer than k points were examined.
+    """
     m = centers.shape[0]
     e_sq = np.full((m, k), np.inf)
     e_id = np.full((m, k), -1, dtype=np.int64)
@@ -248,63 +321,19 @@ def _knn_tracking(
     h_id = np.full((m, k), -1, dtype=np.int64)
     samples = np.zeros(m, dtype=np.int64)
     for i in nb.prange(m):
-        c = centers[i]
-        q = queries[i]
-        cq = q_conf[i]
-        limit = budget[i]
-        ed = e_sq[i]
-        ei = e_id[i]
-        hd = h_d[i]
-        hi_ = h_id[i]
-        st_node = np.empty(stack_size, dtype=np.int64)
-        st_bound = np.empty(stack_size)
-        st_node[0] = 0
-        st_bound[0] = _box_sq_mindist(c, lo[0], hi[0])
-        sp = 1
-        cnt = 0
-        stop = limit <= 0
-        while sp > 0 and not stop:
-            sp -= 1
-            node = st_node[sp]
-            if st_bound[sp] >= ed[k - 1]:
-                continue
-            a = left[node]
-            if a < 0:
-                for t in range(start[node], end[node]):
-                    if cnt >= limit:
-                        stop = True
-                        break
-                    cnt += 1
-                    x = pts[t]
-                    e = sq_dist_row(c, x)
-                    if e < ed[k - 1]:
-                        insert_sorted(ed, ei, e, perm[t])
-                    if track:
-                        h = delta_row(q, cq, x, conf[t])
-                        if h < hd[k - 1]:
-                            insert_sorted(hd, hi_, h, perm[t])
-                continue
-            b = right[node]
-            ba = _box_sq_mindist(c, lo[a], hi[a])
-            bb = _box_sq_mindist(c, lo[b], hi[b])
-            if ba > bb:
-                a, b = b, a
-                ba, bb = bb, ba
-            if bb < ed[k - 1]:  # farther child first, so the nearer one is popped next
-                st_node[sp] = b
-                st_bound[sp] = bb
-                sp += 1
-            if ba < ed[k - 1]:
-                st_node[sp] = a
-                st_bound[sp] = ba
-                sp += 1
-        samples[i] = cnt
+        samples[i] = _knn_tracking_one(
+            pts, conf, perm, lo, hi, left, right, start, end, stack_size, centers[i], queries[i], q_conf[i],
+            budget[i], track, e_sq[i], e_id[i], h_d[i], h_id[i],
+        )
     return e_sq, e_id, h_d, h_id, samples
 
 
 @nb.njit(cache=True, inline="always")
 def _heap_push(hb, hn, size, bound, node):
-    """Push ``(bound, node)`` on the binary min-heap ``hb``/``hn`` of ``size`` entries."""
+    """Push ``(bound, node)`` on the binary min-heap ``hb``/``hn`` of ``size`` entries.
+
+    The caller guarantees ``size < hb.shape[0]``.
+    """
     pos = size
     while pos > 0:
         parent = (pos - 1) >> 1
@@ -341,68 +370,156 @@ def _heap_pop(hb, hn, size):
     return size
 
 
+# Initial capacity of the best-first heap of one query; it doubles when full.
+_HEAP_START = 64
+
+
+@nb.njit(cache=True)
+def _search_exact_one(pts, conf, perm, lo, hi, left, right, start, end, max_conf, q, cq, limit, hd, hid, seeded,
+                      alive):
+    """One query of :func:`_search_exact`; fills ``hd``/``hid`` and returns the samples.
+
+    With ``seeded`` the lists arrive holding candidates with their true
+    ``delta`` (e.g. a graph search's answer): their k-th value prunes from the
+    start, and a point already listed is not inserted twice. ``alive`` (one
+    flag per tree position, or empty for "all") skips removed points; the
+    node bounds stay valid lower bounds for the points left.
+
+    A separate (serial) function: the heap is allocated and grown here, private
+    to the calling thread. The heap grows before every push that would
+    overflow it, so no capacity bound is assumed. (When the growth was written
+    inline in the ``prange`` body, numba's parallel lowering turned the slice
+    copies of the grown heap into nested parallel loops and the pushes then
+    wrote past the end of the buffer -- also with one thread. Kernels of this
+    package keep every reallocating buffer in a serial per-row function.)
+    """
+    k = hd.shape[0]
+    hb = np.empty(_HEAP_START)
+    hn = np.empty(_HEAP_START, dtype=np.int64)
+    size = _heap_push(hb, hn, 0, _box_sq_mindist(q, lo[0], hi[0]) / (cq * max_conf[0]), 0)
+    cnt = 0
+    stop = limit <= 0
+    while size > 0 and not stop:
+        bound = hb[0]
+        node = hn[0]
+        if bound >= hd[k - 1]:
+            break  # every open node has a bound at least this large
+        size = _heap_pop(hb, hn, size)
+        a = left[node]
+        if a < 0:
+            for t in range(start[node], end[node]):
+                if alive.shape[0] and not alive[t]:
+                    continue
+                if cnt >= limit:
+                    stop = True
+                    break
+                cnt += 1
+                h = delta_row(q, cq, pts[t], conf[t])
+                if h < hd[k - 1] and not (seeded and _listed(hid, perm[t])):
+                    insert_sorted(hd, hid, h, perm[t])
+            continue
+        b = right[node]
+        ba = _box_sq_mindist(q, lo[a], hi[a]) / (cq * max_conf[a])
+        bb = _box_sq_mindist(q, lo[b], hi[b]) / (cq * max_conf[b])
+        if size + 2 > hb.shape[0]:
+            hb, hn = _grow_pair(hb, hn, size)
+        if ba < hd[k - 1]:
+            size = _heap_push(hb, hn, size, ba, a)
+        if bb < hd[k - 1]:
+            size = _heap_push(hb, hn, size, bb, b)
+    return cnt
+
+
+@nb.njit(cache=True, inline="always")
+def _listed(ids, ident):
+    """Whether ``ident`` is in the short list ``ids``."""
+    for t in range(ids.shape[0]):
+        if ids[t] == ident:
+            return True
+    return False
+
+
 @nb.njit(cache=True, parallel=True)
-def _search_exact(pts, conf, perm, lo, hi, left, right, start, end, max_conf, queries, q_conf, k, budget):
+def _search_exact(pts, conf, perm, lo, hi, left, right, start, end, max_conf, queries, q_conf, budget, out_i, out_d,
+                  seeded, alive):
     """Exact ``delta`` k-NN with the hyperbolic box bound, best-first (see module docstring).
 
     Open nodes sit in a min-heap keyed by their lower bound (the priority
     search of Arya & Mount), so leaves are examined in increasing order of
     their bound and the search ends when the smallest open bound reaches the
     k-th best ``delta``. Under a sample budget the most promising leaves are
-    examined first.
+    examined first. Returns ``(ids, deltas, samples)``, ``-1``/``inf`` pad.
     """
     m = queries.shape[0]
-    n_nodes = left.shape[0]
-    out_d = np.full((m, k), np.inf)
-    out_i = np.full((m, k), -1, dtype=np.int64)
     samples = np.zeros(m, dtype=np.int64)
     for i in nb.prange(m):
-        q = queries[i]
-        cq = q_conf[i]
-        limit = budget[i]
-        hd = out_d[i]
-        hid = out_i[i]
-        cap = min(n_nodes, 256)
-        hb = np.empty(cap)
-        hn = np.empty(cap, dtype=np.int64)
-        size = _heap_push(hb, hn, 0, _box_sq_mindist(q, lo[0], hi[0]) / (cq * max_conf[0]), 0)
-        cnt = 0
-        stop = limit <= 0
-        while size > 0 and not stop:
-            bound = hb[0]
-            node = hn[0]
-            if bound >= hd[k - 1]:
-                break  # every open node has a bound at least this large
-            size = _heap_pop(hb, hn, size)
-            a = left[node]
-            if a < 0:
-                for t in range(start[node], end[node]):
-                    if cnt >= limit:
-                        stop = True
-                        break
-                    cnt += 1
-                    h = delta_row(q, cq, pts[t], conf[t])
-                    if h < hd[k - 1]:
-                        insert_sorted(hd, hid, h, perm[t])
-                continue
-            b = right[node]
-            ba = _box_sq_mindist(q, lo[a], hi[a]) / (cq * max_conf[a])
-            bb = _box_sq_mindist(q, lo[b], hi[b]) / (cq * max_conf[b])
-            if size + 2 > cap:  # grow; the heap never exceeds the number of nodes
-                cap = min(2 * cap, n_nodes)
-                hb2 = np.empty(cap)
-                hn2 = np.empty(cap, dtype=np.int64)
-                hb2[:size] = hb[:size]
-                hn2[:size] = hn[:size]
-                hb = hb2
-                hn = hn2
-            if ba < hd[k - 1]:
-                size = _heap_push(hb, hn, size, ba, a)
-            if bb < hd[k - 1]:
-                size = _heap_push(hb, hn, size, bb, b)
-        samples[i] = cnt
-    return out_i, out_d, samples
+        samples[i] = _search_exact_one(
+            pts, conf, perm, lo, hi, left, right, start, end, max_conf, queries[i], q_conf[i], budget[i],
+            out_d[i], out_i[i], seeded, alive,
+        )
+    return samples
 
+
+@nb.njit(cache=True)
+def _range_one(pts, conf, perm, lo, hi, left, right, start, end, max_conf, alive, q, cq, limit, out_i, out_d):
+    """Points of one query with ``delta <= limit``, by the same hyperbolic box bound.
+
+    Writes at most ``out_i.shape[0]`` hits (pass empty arrays to count only)
+    and returns the number of hits found. Depth-first; the stack grows.
+    """
+    st = np.empty(64, dtype=np.int64)
+    st[0] = 0
+    sp = 1
+    found = 0
+    cap = out_i.shape[0]
+    while sp > 0:
+        sp -= 1
+        node = st[sp]
+        if _box_sq_mindist(q, lo[node], hi[node]) / (cq * max_conf[node]) > limit:
+            continue
+        a = left[node]
+        if a < 0:
+            for t in range(start[node], end[node]):
+                if alive.shape[0] and not alive[t]:
+                    continue
+                h = delta_row(q, cq, pts[t], conf[t])
+                if h <= limit:
+                    if found < cap:
+                        out_i[found] = perm[t]
+                        out_d[found] = h
+                    found += 1
+            continue
+        if sp + 2 > st.shape[0]:
+            grown = np.empty(2 * st.shape[0], dtype=np.int64)
+            grown[:sp] = st[:sp]
+            st = grown
+        st[sp] = right[node]
+        st[sp + 1] = a
+        sp += 2
+    return found
+
+
+@nb.njit(cache=True, parallel=True)
+def _range_count(pts, conf, perm, lo, hi, left, right, start, end, max_conf, alive, queries, q_conf, limits):
+    """Hits per query of :func:`_range_one` (first pass of a range search)."""
+    m = queries.shape[0]
+    counts = np.zeros(m, dtype=np.int64)
+    no_i = np.empty(0, dtype=np.int64)
+    no_d = np.empty(0)
+    for i in nb.prange(m):
+        counts[i] = _range_one(pts, conf, perm, lo, hi, left, right, start, end, max_conf, alive, queries[i], q_conf[i],
+                               limits[i], no_i, no_d)
+    return counts
+
+
+@nb.njit(cache=True, parallel=True)
+def _range_fill(pts, conf, perm, lo, hi, left, right, start, end, max_conf, alive, queries, q_conf, limits, offsets,
+                ids, deltas):
+    """Second pass: hits of query ``i`` into ``ids/deltas[offsets[i]:offsets[i+1]]``."""
+    m = queries.shape[0]
+    for i in nb.prange(m):
+        _range_one(pts, conf, perm, lo, hi, left, right, start, end, max_conf, alive, queries[i], q_conf[i], limits[i],
+                   ids[offsets[i]:offsets[i + 1]], deltas[offsets[i]:offsets[i + 1]])
 
 
 # --------------------------------------------------------------------------- tree
@@ -572,7 +689,7 @@ class HyperbolicKDTree:
         )
         return e_sq, e_id, samples
 
-    def search_exact(self, queries, q_conformal, k, budget=None) -> KNNResult:
+    def search_exact(self, queries, q_conformal, k, budget=None, *, seed_ids=None, removed=None) -> KNNResult:
         """Exact hyperbolic k-NN by ``delta`` with hyperbolic box pruning.
 
         A node is skipped when the lower bound
@@ -593,23 +710,112 @@ class HyperbolicKDTree:
         k : int
         budget : None, int or ndarray of shape (m,)
             Optional sample limit per query (then the answer may be inexact).
+        seed_ids : ndarray of shape (m, s), int, optional
+            Candidate ids per query (``-1`` for none), e.g. an approximate
+            graph search's answer. Their ``delta`` is recomputed here and the
+            best ``k`` of them start the search, so the tree prunes with their
+            k-th ``delta`` from the first node on. The answer is exact whatever
+            the seeds are; good seeds only make it cheaper.
+        removed : ndarray of shape (n,), bool, optional
+            Input rows to skip (deleted points), by input row id.
 
         Returns
         -------
         KNNResult
             ``(ids, deltas, samples)``; ids int64 (m, k) and deltas ascending,
             ``-1`` / ``inf`` where fewer than k points exist. Ties in ``delta``
-            may be resolved by any of the tied ids.
+            may be resolved by any of the tied ids. ``samples`` counts the
+            points examined by the tree (not the seeds).
         """
         self._check_fitted()
         k = check_positive_int(k, "k")
         queries, q_conformal = check_stored_queries(queries, q_conformal, self.dim_)
         m = queries.shape[0]
-        ids, deltas, samples = _search_exact(
+        out_i = np.full((m, k), -1, dtype=np.int64)
+        out_d = np.full((m, k), np.inf)
+        seeded = seed_ids is not None
+        if seeded:
+            out_i, out_d = self._seed_lists(queries, q_conformal, k, seed_ids)
+        samples = _search_exact(
             self.points_, self.conformal_, self.indices_, self.lo_, self.hi_, self.left_, self.right_,
-            self.start_, self.end_, self.max_conformal_, queries, q_conformal, k, _budget_array(budget, m),
+            self.start_, self.end_, self.max_conformal_, queries, q_conformal, _budget_array(budget, m),
+            out_i, out_d, seeded, self._alive(removed),
         )
-        return KNNResult(ids, deltas, samples)
+        return KNNResult(out_i, out_d, samples)
+
+    def _alive(self, removed):
+        """Per tree position: 1 for points to consider; empty when none is removed."""
+        if removed is None:
+            return np.empty(0, dtype=np.uint8)
+        removed = np.asarray(removed, dtype=bool)
+        if removed.shape != (self.n_points_,):
+            raise ValueError(f"removed must have shape ({self.n_points_},), got {removed.shape}")
+        return np.ascontiguousarray(~removed[self.indices_], dtype=np.uint8)
+
+    def _seed_lists(self, queries, q_conformal, k, seed_ids):
+        """Best ``k`` distinct valid seeds per row with their true ``delta``; ``-1``/``inf`` pad."""
+        m = queries.shape[0]
+        seeds = np.asarray(seed_ids)
+        if seeds.ndim != 2 or seeds.shape[0] != m or seeds.dtype.kind not in "iu":
+            raise ValueError(f"seed_ids must be an integer array of shape ({m}, s), got {seeds.dtype} {seeds.shape}")
+        seeds = seeds.astype(np.int64)
+        seeds = np.where((seeds >= 0) & (seeds < self.n_points_), seeds, -1)
+        seeds = np.sort(seeds, axis=1)
+        seeds[:, 1:][seeds[:, 1:] == seeds[:, :-1]] = -1  # one copy of each id
+        # delta of the seeds from the stored points (rows of points_ are in tree order)
+        pos = np.empty(self.n_points_, dtype=np.int64)
+        pos[self.indices_] = np.arange(self.n_points_)
+        rows = np.where(seeds >= 0, pos[np.maximum(seeds, 0)], -1)
+        deltas = _kernels.delta_to_candidates(queries, q_conformal, self.points_, self.conformal_, rows)
+        order = np.argsort(deltas, axis=1, kind="stable")[:, :k]
+        out_d = np.full((m, k), np.inf)
+        out_i = np.full((m, k), -1, dtype=np.int64)
+        take = order.shape[1]
+        out_d[:, :take] = np.take_along_axis(deltas, order, 1)
+        out_i[:, :take] = np.take_along_axis(seeds, order, 1)
+        out_i[~np.isfinite(out_d)] = -1
+        return np.ascontiguousarray(out_i), np.ascontiguousarray(out_d)
+
+    def search_radius(self, queries, q_conformal, delta_limit, *, removed=None):
+        """All points with ``delta(q, x) <= delta_limit[i]`` for each query: exact range search.
+
+        Nodes are pruned with the same lower bound as :meth:`search_exact`
+        (``mindist^2 / (cq * max_conformal) > limit``), which never exceeds the
+        computed ``delta`` of a point of the node, so no point is missed. Two
+        passes (count, then fill), so no buffer is sized by a guess.
+
+        Parameters
+        ----------
+        queries : ndarray of shape (m, d)
+        q_conformal : ndarray of shape (m,)
+        delta_limit : ndarray of shape (m,)
+            Largest ``delta`` to report per query (``>= 0``).
+        removed : ndarray of shape (n,), bool, optional
+            Input rows to skip (deleted points).
+
+        Returns
+        -------
+        offsets : ndarray of shape (m+1,), int64
+            Hits of query ``i`` are ``ids[offsets[i]:offsets[i+1]]``.
+        ids : ndarray of int64
+        deltas : ndarray of float64
+            Sorted ascending within each query.
+        """
+        self._check_fitted()
+        queries, q_conformal = check_stored_queries(queries, q_conformal, self.dim_)
+        m = queries.shape[0]
+        limits = np.ascontiguousarray(np.broadcast_to(np.asarray(delta_limit, dtype=np.float64), (m,)))
+        arrays = (self.points_, self.conformal_, self.indices_, self.lo_, self.hi_, self.left_, self.right_,
+                  self.start_, self.end_, self.max_conformal_, self._alive(removed))
+        counts = _range_count(*arrays, queries, q_conformal, limits)
+        offsets = np.zeros(m + 1, dtype=np.int64)
+        np.cumsum(counts, out=offsets[1:])
+        ids = np.empty(offsets[-1], dtype=np.int64)
+        deltas = np.empty(offsets[-1])
+        _range_fill(*arrays, queries, q_conformal, limits, offsets, ids, deltas)
+        owner = np.repeat(np.arange(m), counts)
+        order = np.lexsort((ids, deltas, owner))
+        return offsets, ids[order], deltas[order]
 
     def __repr__(self):
         fitted = f", n_points={self.n_points_}, dim={self.dim_}, n_nodes={self.n_nodes_}" if hasattr(
@@ -660,9 +866,9 @@ class HyperbolicKDTreeOracle(EuclideanOracle):
         """See :meth:`HyperbolicKDTree.knn_tracking`."""
         return self.tree_.knn_tracking(centers, k, queries, q_conformal, budget)
 
-    def search_exact(self, queries, q_conformal, k, budget=None) -> KNNResult:
+    def search_exact(self, queries, q_conformal, k, budget=None, **options) -> KNNResult:
         """See :meth:`HyperbolicKDTree.search_exact`."""
-        return self.tree_.search_exact(queries, q_conformal, k, budget)
+        return self.tree_.search_exact(queries, q_conformal, k, budget, **options)
 
     @property
     def nbytes(self):

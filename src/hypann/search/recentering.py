@@ -38,11 +38,16 @@ import numpy as np
 from hypann.geometry import _kernels
 from hypann.geometry.poincare import euclidean_ball_from_delta
 from hypann.result import SearchStats
-from hypann.search.base import SearchAlgorithm
+from hypann.search.base import SearchAlgorithm, sort_ragged
 
 # Safety net only: each round strictly improves the top-k, so the loop ends on
 # its own; this bounds it if a broken (non-exact) oracle were ever plugged in.
 MAX_ROUNDS = 10_000
+
+# Padding of the Euclidean ball of a range query: relative to its radius, and
+# absolute for the rounding of its centre (a few ulps of a number below 1).
+RADIUS_PAD_REL = 1e-9
+RADIUS_PAD_ABS = 4e-15
 
 
 class RecenteringSearch(SearchAlgorithm):
@@ -70,6 +75,32 @@ class RecenteringSearch(SearchAlgorithm):
     @property
     def nbytes(self):
         return int(self.oracle_.nbytes)
+
+    @property
+    def supports_radius(self):
+        return bool(getattr(self.oracle_, "exact", False) and getattr(self.oracle_, "supports_radius", False))
+
+    def search_radius(self, queries, q_conformal, delta_limits):
+        """Exact range search: one Euclidean ball query per hyperbolic ball.
+
+        ``{x: delta(q, x) <= t}`` is the Euclidean ball of
+        :func:`~hypann.geometry.poincare.euclidean_ball_from_delta`; its radius
+        is padded by ``RADIUS_PAD_REL`` (relative) plus ``RADIUS_PAD_ABS``
+        (the rounding of a centre of norm < 1), then every candidate is
+        checked by its ``delta``.
+        """
+        if not self.supports_radius:
+            return super().search_radius(queries, q_conformal, delta_limits)
+        centers, radii = euclidean_ball_from_delta(queries, delta_limits, cq=q_conformal)
+        radii = radii * (1.0 + RADIUS_PAD_REL) + RADIUS_PAD_ABS
+        offsets, ids = self.oracle_.radius(np.ascontiguousarray(centers), radii)
+        rows = np.repeat(np.arange(queries.shape[0]), np.diff(offsets))
+        deltas = _kernels.delta_pairs(queries, q_conformal, self.points_, self.conformal_, rows, ids)
+        keep = deltas <= delta_limits[rows]
+        counts = np.bincount(rows[keep], minlength=queries.shape[0])
+        offsets = np.zeros(queries.shape[0] + 1, dtype=np.int64)
+        np.cumsum(counts, out=offsets[1:])
+        return sort_ragged(offsets, ids[keep], deltas[keep])
 
     def _ask(self, centers, k, queries, q_conformal, remaining, oracle_params=None):
         """One oracle round: candidate ids and their deltas to the queries."""
