@@ -24,6 +24,7 @@ from hypann._validation import check_points  # noqa: E402
 from hypann.datasets import synthetic  # noqa: E402
 from hypann.distributed import ShardedIndex, ShardUnavailableError  # noqa: E402
 from hypann.eval.ground_truth import exact_knn  # noqa: E402
+from hypann.geometry import poincare as P  # noqa: E402
 from hypann.geometry.models import poincare_to_lorentz  # noqa: E402
 from tests.conftest import ball_points  # noqa: E402
 
@@ -113,8 +114,8 @@ def _check_exact(res, single, X, Q, k, c=1.0):
     ],
 )
 def test_sharded_search_equals_single_index(ray_cluster, family, d, model, c, n_actors):
-    P = _family(family, 1550, d, seed=7)
-    X, Q = P[:1500], P[1500:]
+    pts = _family(family, 1550, d, seed=7)
+    X, Q = pts[:1500], pts[1500:]
     X_in, Q_in = X / np.sqrt(c), Q / np.sqrt(c)
     if model == "lorentz":
         X_in, Q_in = poincare_to_lorentz(X_in, c=c), poincare_to_lorentz(Q_in, c=c)
@@ -134,8 +135,8 @@ def test_sharded_search_equals_single_index(ray_cluster, family, d, model, c, n_
 @pytest.fixture(scope="module")
 def tree_index(ray_cluster):
     """Hierarchical data in 6 norm shells (one actor)."""
-    P = synthetic.hierarchical_tree(3100, 4, seed=3)
-    X, Q = P[:3000], P[3000:]
+    pts = synthetic.hierarchical_tree(3100, 4, seed=3)
+    X, Q = pts[:3000], pts[3000:]
     index = _track(ShardedIndex(6, n_actors=1).build(X), ray_cluster)
     yield index, X, Q
     index.close()
@@ -178,8 +179,8 @@ def test_shell_routing_never_misses_a_neighbour(tree_index, seed, k, kind, per_r
 
 
 def test_killed_actor_is_restarted_from_memory_then_from_files(ray_cluster, tmp_path):
-    P = _family("boundary", 1240, 3, seed=5)
-    X, Q = P[:1200], P[1200:]
+    pts = _family("boundary", 1240, 3, seed=5)
+    X, Q = pts[:1200], pts[1200:]
     index = _track(ShardedIndex(3, partition="hash", n_actors=1, random_state=1).build(X), ray_cluster)
     truth = exact_knn(Q, X, 5)[1]
     np.testing.assert_allclose(index.search(Q, 5).distances, truth, rtol=1e-12)
@@ -194,7 +195,8 @@ def test_killed_actor_is_restarted_from_memory_then_from_files(ray_cluster, tmp_
     # shards 1 and 2 come back from their files, shard 0 cannot
     index.save(tmp_path / "idx")
     manifest = json.loads((tmp_path / "idx" / "manifest.json").read_text())
-    shard0 = tmp_path / "idx" / manifest["shards"][0]["index_file"]
+    shard0 = tmp_path / "idx" / manifest["shards"][0]["file"]
+    shard0_ids = hypann.load(shard0).ids_  # an ordinary index file whose ids are the global ones
     good = shard0.read_bytes()
     shard0.write_bytes(good[: len(good) // 2] + bytes([good[len(good) // 2] ^ 0xFF]) + good[len(good) // 2 + 1 :])
     ray.kill(index.actors_[0])
@@ -206,7 +208,7 @@ def test_killed_actor_is_restarted_from_memory_then_from_files(ray_cluster, tmp_
         res = index.search(Q, 5, allow_partial=True)
     assert res.stats.extra["shards_missing"].tolist() == [1] * len(Q)
     assert res.stats.extra["missing_shards"][:, 0].all() and not res.stats.extra["missing_shards"][:, 1:].any()
-    rest = np.setdiff1d(np.arange(len(X)), np.load(tmp_path / "idx" / manifest["shards"][0]["ids_file"]))
+    rest = np.setdiff1d(np.arange(len(X)), shard0_ids)
     rest_ids, rest_dist = exact_knn(Q, X[rest], 5)
     np.testing.assert_allclose(res.distances, rest_dist, rtol=1e-12)
     np.testing.assert_array_equal(res.indices, rest[rest_ids])
@@ -223,8 +225,11 @@ def test_save_load_round_trip_and_damaged_files(tree_index, ray_cluster, tmp_pat
     folder = tmp_path / "tree"
     index.save(folder)
     names = sorted(os.listdir(folder))
-    assert names == ["manifest.json"] + [f"shard-{s:05d}.{ext}" for s in range(6) for ext in ("hypann", "ids.npy")]
-    assert hypann.load(folder / "shard-00002.hypann").n_points_ == index.shard_sizes_[2]  # ordinary index files
+    assert names == ["manifest.json"] + [f"shard-{s:05d}.hypann" for s in range(6)]
+    shard2 = hypann.load(folder / "shard-00002.hypann")  # an ordinary index file, global ids
+    assert shard2.n_points_ == index.shard_sizes_[2]
+    res2 = shard2.search(Q, 3)
+    np.testing.assert_allclose(res2.distances, P.dist(Q[:, None, :], X[res2.indices]), rtol=1e-12)
     loaded = _track(ShardedIndex.load(folder, n_actors=1), ray_cluster)
     a, b = index.search(Q, 7), loaded.search(Q, 7)
     np.testing.assert_array_equal(a.indices, b.indices)
@@ -259,12 +264,12 @@ def test_save_load_round_trip_and_damaged_files(tree_index, ray_cluster, tmp_pat
 
 
 def test_cli_builds_and_searches_a_sharded_index(ray_cluster, tmp_path, capsys):
-    P = _family("clustered", 620, 3, seed=2)
-    np.save(tmp_path / "X.npy", P[:600])
-    np.save(tmp_path / "Q.npy", P[600:])
+    pts = _family("clustered", 620, 3, seed=2)
+    np.save(tmp_path / "X.npy", pts[:600])
+    np.save(tmp_path / "Q.npy", pts[600:])
     assert cli.main(["build", str(tmp_path / "X.npy"), "-o", str(tmp_path / "idx"), "--shards", "1"]) == 0
     assert "ShardedIndex(n_shards=1, partition='shells', algorithm='hkdtree'" in capsys.readouterr().out
     assert cli.main(["search", str(tmp_path / "idx"), str(tmp_path / "Q.npy"), "-k", "3", "-o", str(tmp_path / "out.npz")]) == 0
     out = np.load(tmp_path / "out.npz")
-    np.testing.assert_allclose(out["distances"], exact_knn(P[600:], P[:600], 3)[1], rtol=1e-12)
+    np.testing.assert_allclose(out["distances"], exact_knn(pts[600:], pts[:600], 3)[1], rtol=1e-12)
     assert "mean shards visited per query: 1.000 of 1" in capsys.readouterr().err

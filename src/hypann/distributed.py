@@ -73,14 +73,15 @@ each query needed but could not search, and a ``RuntimeWarning`` names them.
 
 Files
 -----
-``save(dir)`` writes per shard ``shard-NNNNN.hypann`` (an ordinary index file
-over that shard's points, unit-curvature Poincare) and ``shard-NNNNN.ids.npy``
-(its global ids, int64, ascending), then ``manifest.json``: format, version,
-settings, per-shard counts, norm bounds, file names and sha256 checksums, and a
-sha256 of the manifest itself. Files are written into a fresh folder that
-replaces ``dir`` only when complete. ``load`` checks the manifest, then each
-actor checks its files' checksums and reports its shard's size and norm
-bounds, which must match the manifest.
+``save(dir)`` writes one ordinary index file per shard, ``shard-NNNNN.hypann``
+(:meth:`HyperbolicIndex.save`: that shard's unit-curvature Poincare points,
+its search structure and its points' global ids, ascending), then
+``manifest.json``: format, version, settings, per shard the file name, its
+sha256, the point count and norm bounds, and a sha256 of the manifest itself.
+Files are written into a fresh folder that replaces ``dir`` only when
+complete. ``load`` checks the manifest, then each actor checks its files'
+checksums and reports its shard's size and norm bounds, which must match the
+manifest.
 """
 
 from __future__ import annotations
@@ -179,16 +180,13 @@ def _file_sha256(path):
     return h.hexdigest()
 
 
-def _shard_stem(shard):
-    return f"shard-{shard:05d}"
-
-
 class _ShardHost:
     """Body of a Ray actor that hosts one or more shards.
 
     Each shard is a :class:`HyperbolicIndex` over unit-curvature Poincare
-    points (the driver converts model and curvature once) plus the global ids
-    of its rows, ascending, so that a shard's tie order is the global one.
+    points (the driver converts model and curvature once) whose ids are the
+    global ids of its points, ascending, so that a shard's rows are in global
+    id order.
     """
 
     def __init__(self, threads):
@@ -208,8 +206,9 @@ class _ShardHost:
             raise ShardNotLoadedError(f"shard {shard} is not loaded in this Ray actor (pid {os.getpid()})") from None
 
     def summary(self, shard):
-        index, ids = self._shard(shard)
+        index = self._shard(shard)
         norms = dist0(index.points_, cx=index.conformal_)
+        ids = index.ids_
         return {
             "n": int(index.n_points_),
             "d": int(index.dim_),
@@ -217,65 +216,49 @@ class _ShardHost:
             "norm_max": float(norms.max()),
             "id_min": int(ids[0]),
             "id_max": int(ids[-1]),
-            "nbytes": int(index.nbytes + ids.nbytes),
+            "nbytes": int(index.nbytes),
         }
 
     def build(self, shard, points, ids, settings):
-        index = HyperbolicIndex(**settings).build(points)
-        self.shards[shard] = (index, np.array(ids, dtype=np.int64))
+        index = HyperbolicIndex(**settings)
+        index._check_settings()
+        # Ray hands over read-only views of its object store; writable copies keep
+        # numba on the same (cached) specializations as in any other process
+        points, conformal = V.check_points(np.array(points), name="X")
+        self.shards[shard] = index._build_validated(points, conformal, labels=np.array(ids, dtype=np.int64))
         return self.summary(shard)
 
-    def load(self, shard, index_path, index_sha256, ids_path, ids_sha256):
-        where = f"shard {shard}"
-        for path, expected in ((index_path, index_sha256), (ids_path, ids_sha256)):
-            if not os.path.isfile(path):
-                raise FileNotFoundError(f"{where}: file {path!r} is missing")
-            got = _file_sha256(path)
-            if got != expected:
-                raise ValueError(f"{where}: file {path!r} is damaged (sha256 {got[:16]}... but the manifest says {expected[:16]}...)")
-        index = hypann.load(index_path)
-        try:
-            ids = np.load(ids_path, allow_pickle=False)
-        except (OSError, ValueError) as exc:
-            raise ValueError(f"{where}: cannot read ids file {ids_path!r}: {exc}") from None
-        if ids.dtype != np.int64 or ids.shape != (index.n_points_,) or (ids.size > 1 and not np.all(np.diff(ids) > 0)):
-            raise ValueError(f"{where}: ids file {ids_path!r} must hold {index.n_points_} ascending int64 ids, got {ids.dtype} {ids.shape}")
-        self.shards[shard] = (index, ids)
+    def load(self, shard, path, sha256):
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"shard {shard}: file {path!r} is missing")
+        got = _file_sha256(path)
+        if got != sha256:
+            raise ValueError(f"shard {shard}: file {path!r} is damaged (sha256 {got[:16]}... but the manifest says {sha256[:16]}...)")
+        index = hypann.load(path)
+        ids = index.ids_
+        if index.live_.n_changes or ids.size != index.points_.shape[0] or (ids.size > 1 and not np.all(np.diff(ids) > 0)):
+            raise ValueError(f"shard {shard}: {path!r} is not a shard file (its ids are not the ascending global ids of its points)")
+        self.shards[shard] = index
         return self.summary(shard)
 
     def save(self, shard, folder):
-        index, ids = self._shard(shard)
-        stem = _shard_stem(shard)
-        index_path = os.path.join(folder, stem + ".hypann")
-        ids_path = os.path.join(folder, stem + ".ids.npy")
-        index.save(index_path)
-        fd, tmp = tempfile.mkstemp(prefix=".hypann-", suffix=".tmp", dir=folder)
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                np.save(fh, ids, allow_pickle=False)
-            os.replace(tmp, ids_path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
-        return {
-            "index_file": os.path.basename(index_path),
-            "index_sha256": _file_sha256(index_path),
-            "ids_file": os.path.basename(ids_path),
-            "ids_sha256": _file_sha256(ids_path),
-        }
+        index = self._shard(shard)
+        path = os.path.join(folder, f"shard-{shard:05d}.hypann")
+        index.save(path)
+        return {"file": os.path.basename(path), "sha256": _file_sha256(path)}
 
     def search(self, shard, queries, q_conformal, k, budget, query_params):
         """Top-``min(k, n_shard)`` of the shard, padded to ``k``: ``(global ids, deltas, stats dict)``."""
-        index, ids = self._shard(shard)
+        index = self._shard(shard)
+        queries, q_conformal = np.array(queries), np.array(q_conformal)  # writable, see build
         m = queries.shape[0]
         k_local = min(k, index.n_points_)
-        local, deltas, stats = index.algorithm_.search(queries, q_conformal, k_local, budget=budget, **query_params)
-        local = np.asarray(local, dtype=np.int64)
+        rows, deltas, stats = index._search_rows(queries, q_conformal, k_local, budget, query_params)
+        ids = index._labels_of(np.asarray(rows, dtype=np.int64))
         out_ids = np.full((m, k), -1, dtype=np.int64)
         out_d = np.full((m, k), np.inf)
-        out_ids[:, :k_local] = np.where(local >= 0, ids[np.maximum(local, 0)], -1)
-        out_d[:, :k_local] = np.where(local >= 0, deltas, np.inf)
+        out_ids[:, :k_local] = ids
+        out_d[:, :k_local] = np.where(ids >= 0, deltas, np.inf)
         return out_ids, out_d, stats.as_dict()
 
 
@@ -398,7 +381,7 @@ def read_manifest(path) -> dict:
         n, d = int(doc["n"]), int(doc["d"])
         ok = isinstance(shards, list) and len(shards) >= 1 and sum(int(s["n"]) for s in shards) == n and d >= 1
         for s in shards:
-            for key in ("index_file", "ids_file", "index_sha256", "ids_sha256"):
+            for key in ("file", "sha256"):
                 if not isinstance(s[key], str) or os.path.basename(s[key]) != s[key]:
                     ok = False
             ok = ok and float(s["norm_min"]) <= float(s["norm_max"])
@@ -542,8 +525,7 @@ class ShardedIndex:
         if src[0] == "memory":
             return actor.build.remote(shard, src[1], src[2], self._shard_settings())
         folder, entry = src[1], src[2]
-        return actor.load.remote(shard, os.path.join(folder, entry["index_file"]), entry["index_sha256"],
-                                 os.path.join(folder, entry["ids_file"]), entry["ids_sha256"])
+        return actor.load.remote(shard, os.path.join(folder, entry["file"]), entry["sha256"])
 
     def _check_summary(self, shard, summary):
         expected = (int(self.shard_sizes_[shard]), float(self.shard_norm_bounds_[shard, 0]), float(self.shard_norm_bounds_[shard, 1]))
@@ -831,9 +813,8 @@ class ShardedIndex:
         )
         index._check_settings()
         for s, entry in enumerate(doc["shards"]):
-            for key in ("index_file", "ids_file"):
-                if not os.path.isfile(os.path.join(path, entry[key])):
-                    raise ValueError(f"shard {s}: file {entry[key]!r} listed in {os.path.join(path, MANIFEST)!r} is missing")
+            if not os.path.isfile(os.path.join(path, entry["file"])):
+                raise ValueError(f"shard {s}: file {entry['file']!r} listed in {os.path.join(path, MANIFEST)!r} is missing")
         index.n_points_, index.dim_ = int(doc["n"]), int(doc["d"])
         index.shard_sizes_ = np.array([e["n"] for e in doc["shards"]], dtype=np.int64)
         index.shard_norm_bounds_ = np.array([[e["norm_min"], e["norm_max"]] for e in doc["shards"]], dtype=np.float64)
