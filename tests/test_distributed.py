@@ -105,21 +105,21 @@ def _check_exact(res, single, X, Q, k, c=1.0):
 
 
 @pytest.mark.parametrize(
-    "family, d, model, c, n_actors",
+    "family, d, model, c, partition, n_actors",
     [
-        ("uniform", 3, "poincare", 1.0, 2),
-        ("boundary", 5, "poincare", 0.5, 1),
-        ("clustered", 8, "poincare", 1.0, 1),
-        ("tree", 10, "lorentz", 2.0, 1),
+        ("uniform", 3, "poincare", 1.0, "kd", 2),
+        ("boundary", 5, "poincare", 0.5, "shells", 1),
+        ("clustered", 8, "poincare", 1.0, "random", 1),
+        ("tree", 10, "lorentz", 2.0, "kd", 1),
     ],
 )
-def test_sharded_search_equals_single_index(ray_cluster, family, d, model, c, n_actors):
+def test_sharded_search_equals_single_index(ray_cluster, family, d, model, c, partition, n_actors):
     pts = _family(family, 1550, d, seed=7)
     X, Q = pts[:1500], pts[1500:]
     X_in, Q_in = X / np.sqrt(c), Q / np.sqrt(c)
     if model == "lorentz":
         X_in, Q_in = poincare_to_lorentz(X_in, c=c), poincare_to_lorentz(Q_in, c=c)
-    sharded = _track(ShardedIndex(4, n_actors=n_actors, model=model, c=c).build(X_in), ray_cluster)
+    sharded = _track(ShardedIndex(4, partition=partition, n_actors=n_actors, model=model, c=c).build(X_in), ray_cluster)
     assert len(set(sharded.actor_pids())) == n_actors
     single = hypann.HyperbolicIndex(algorithm="hkdtree", model=model, c=c).build(X_in)
     Q_stored, _ = check_points(Q_in, model=model, c=c)  # as the index sees them (rescaled, converted)
@@ -142,7 +142,7 @@ def tree_index(ray_cluster):
     index.close()
 
 
-def test_shell_routing_skips_shards_on_hierarchical_data(tree_index):
+def test_routing_skips_shards_on_hierarchical_data(tree_index, ray_cluster):
     index, X, Q = tree_index
     single = hypann.HyperbolicIndex(algorithm="hkdtree").build(X)
     res = index.search(Q, 1)
@@ -155,6 +155,13 @@ def test_shell_routing_skips_shards_on_hierarchical_data(tree_index):
     wide = index.search(Q, 1, shards_per_round=None)
     _check_exact(wide, single.search(Q, 1), X, Q, 1)
     assert (wide.stats.extra["shards_visited"] >= visited).all() and wide.stats.extra["shards_visited"].mean() > visited.mean()
+    # compact kd cells: far fewer shards than norm shells, for k = 10 as well
+    kd = _track(ShardedIndex(6, partition="kd", n_actors=1).build(X), ray_cluster)
+    for k in (1, 10):
+        res_kd, res_shells = kd.search(Q, k), index.search(Q, k)
+        _check_exact(res_kd, single.search(Q, k), X, Q, k)
+        assert res_kd.stats.extra["shards_visited"].mean() < 0.5 * res_shells.stats.extra["shards_visited"].mean()
+    kd.close()
 
 
 @settings(max_examples=6, deadline=None)
@@ -227,7 +234,7 @@ def test_save_load_round_trip_and_damaged_files(tree_index, ray_cluster, tmp_pat
     names = sorted(os.listdir(folder))
     assert names == ["manifest.json"] + [f"shard-{s:05d}.hypann" for s in range(6)]
     shard2 = hypann.load(folder / "shard-00002.hypann")  # an ordinary index file, global ids
-    assert shard2.n_points_ == index.shard_sizes_[2]
+    assert shard2.n_points_ == index.bounds_.sizes[2]
     res2 = shard2.search(Q, 3)
     np.testing.assert_allclose(res2.distances, P.dist(Q[:, None, :], X[res2.indices]), rtol=1e-12)
     loaded = _track(ShardedIndex.load(folder, n_actors=1), ray_cluster)

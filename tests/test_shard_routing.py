@@ -1,10 +1,11 @@
-"""Shell routing of the sharded index, without Ray: the interval test, the round plans, the partitions.
+"""Routing of the sharded index, without Ray: shard lower bounds, the round plans, the partitions.
 
-The property behind exactness: a point ``y`` with ``d(q, y) <= r`` lies in a
-shard whose norm interval meets ``[h_q - r, h_q + r]``. The tests use the
-tightest interval ``[h_y, h_y]`` and the adversarial configurations where the
-triangle inequality through the origin is an equality (``q`` and ``y`` on one
-ray, or on opposite rays), computed in float64.
+The property behind exactness: the lower bound of the shard holding ``y``
+never exceeds ``d(q, y)`` (with the rounding slack of ``may_hold``). The tests
+use one-point shards, where both the norm-gap bound and the box bound are
+tight, and the configurations where the triangle inequality through the
+origin is an equality (``q`` and ``y`` on one ray, or on opposite rays),
+computed in float64.
 """
 
 from __future__ import annotations
@@ -17,17 +18,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hypann.distributed import (
-    ShardedIndex,
-    assign_shards,
-    first_round_shards,
-    next_round_shards,
-    norm_gap,
-    shards_meeting_ball,
-)
+from hypann.distributed import ShardBounds, ShardedIndex, assign_shards, first_round_shards, may_hold, next_round_shards
 from hypann.eval.ground_truth import exact_knn
 from hypann.geometry import poincare as P
-from hypann.geometry.bands import ball_meets_norm_interval
 from tests.conftest import ball_points
 
 
@@ -59,24 +52,36 @@ def point_sets(draw):
     return X
 
 
+def _bounds(X, parts):
+    conf = P.conformal_factor(X)
+    return ShardBounds.of_parts(X, conf, P.dist0(X, cx=conf), parts)
+
+
 @given(X=point_sets())
-def test_a_ball_through_a_point_always_meets_that_points_norm(X):
-    """For every pair (q, y): the ball B(q, d(q, y)) meets the one-point interval [h_y, h_y] (float64)."""
+def test_a_points_own_shard_always_admits_the_ball_through_it(X):
+    """One shard per point: for every pair (q, y), shard {y} may hold a point within d(q, y) of q (float64)."""
     conf = P.conformal_factor(X)
     h = P.dist0(X, cx=conf)
+    bounds = _bounds(X, [np.array([i]) for i in range(len(X))])
+    lower = bounds.lower_bounds(X, conf, h)
     r = P.dist_from_delta(P.pairwise_delta(X, X, cq=conf, cx=conf))
-    meets = ball_meets_norm_interval(h[:, None], r, h[None, :], h[None, :])
-    assert meets.all(), np.argwhere(~meets)[:3]
-    # and the test is not vacuous: a ball of radius r/2 around q misses [h_y, h_y] when |h_q - h_y| > r/2 by a margin
-    far = np.abs(h[:, None] - h[None, :]) > 0.5 * r * (1 + 1e-6) + 1e-6
-    assert not ball_meets_norm_interval(h[:, None], 0.5 * r, h[None, :], h[None, :])[far].any()
+    for j in range(len(X)):
+        ok = may_hold(lower[:, [j]], r[:, j], h)
+        assert ok.all(), (j, np.flatnonzero(~ok[:, 0])[:3])
+    # and the bounds are tight, so the test is not vacuous: half the distance is refused
+    far = r > 1e-6
+    half = np.column_stack([may_hold(lower[:, [j]], 0.5 * r[:, j], h)[:, 0] for j in range(len(X))])
+    assert not half[far].any()
 
 
-def test_interval_test_with_inf_radius_meets_everything():
-    lo, hi = np.array([0.0, 5.0, 30.0]), np.array([1.0, 6.0, 40.0])
-    assert ball_meets_norm_interval(3.0, np.inf, lo, hi).all()
-    np.testing.assert_array_equal(ball_meets_norm_interval(3.0, 1.0, lo, hi), [False, False, False])
-    np.testing.assert_array_equal(ball_meets_norm_interval(3.0, 2.0, lo, hi), [True, True, False])
+def test_an_infinite_radius_admits_every_shard():
+    X = ball_points(np.random.default_rng(1), 30, 3)
+    bounds = _bounds(X, np.array_split(np.arange(30), 5))
+    Q = ball_points(np.random.default_rng(2), 4, 3)
+    cq = P.conformal_factor(Q)
+    lower = bounds.lower_bounds(Q, cq, P.dist0(Q, cx=cq))
+    assert may_hold(lower, np.full(4, np.inf), P.dist0(Q, cx=cq)).all()
+    assert not may_hold(lower + 1.0, np.full(4, 0.5), np.zeros(4)).any()
 
 
 @given(
@@ -88,34 +93,35 @@ def test_first_round_holds_k_points_nearest_first(sizes, k, seed):
     rng = np.random.default_rng(seed)
     sizes = np.array(sizes)
     k = min(k, int(sizes.sum()))
-    edges = np.sort(rng.uniform(0, 20, 2 * len(sizes)))
-    lo, hi = edges[0::2], edges[1::2]
-    h_q = rng.uniform(-1, 22, 30).clip(0)
-    plan = first_round_shards(h_q, lo, hi, sizes, k)
-    gap = norm_gap(h_q, lo, hi)
+    lower = rng.uniform(0, 5, (30, len(sizes))) * (rng.uniform(size=(30, len(sizes))) < 0.7)
+    plan = first_round_shards(lower, sizes, k)
     assert (plan @ sizes >= k).all()
-    for i in range(len(h_q)):
+    for i in range(len(lower)):
         chosen = np.flatnonzero(plan[i])
-        # minimal: dropping the farthest chosen shard would leave fewer than k points
-        far = chosen[np.argmax(gap[i, chosen])]
+        # minimal: dropping the last chosen shard (largest bound, ties by shard number) leaves fewer than k points
+        order = np.argsort(lower[i], kind="stable")
+        far = order[max(np.flatnonzero(np.isin(order, chosen)))]
         assert sizes[chosen].sum() - sizes[far] < k
-        # nearest first: every unchosen shard is at least as far as every chosen one
+        # smallest bounds first: every unchosen shard is at least as far as every chosen one
         if len(chosen) < len(sizes):
-            assert gap[i, ~plan[i]].min() >= gap[i, chosen].max()
+            assert lower[i, ~plan[i]].min() >= lower[i, chosen].max()
 
 
-def test_later_rounds_take_the_nearest_meeting_shards():
-    lo, hi = np.array([0.0, 2.0, 4.0, 8.0]), np.array([2.0, 4.0, 8.0, 16.0])
-    h_q, r = np.array([5.0, 5.0, 1.0]), np.array([0.5, 2.5, np.inf])
-    meets = [[False, False, True, False], [False, True, True, False], [True, True, True, True]]
-    np.testing.assert_array_equal(shards_meeting_ball(h_q, r, lo, hi), meets)
-    visited = np.array([[False, False, True, False], [False, False, True, False], [True, False, False, False]])
-    np.testing.assert_array_equal(next_round_shards(h_q, r, lo, hi, visited, None), meets & ~visited)
+def test_later_rounds_take_the_shards_of_smallest_bound():
+    lower = np.array([[3.0, 1.0, 0.0, 6.0], [2.9, 0.5, 0.0, 2.0], [4.0, 3.0, 2.0, 1.0]])
+    r, h_q = np.array([0.5, 2.5, np.inf]), np.array([5.0, 5.0, 1.0])
     np.testing.assert_array_equal(
-        next_round_shards(h_q, r, lo, hi, visited, 1), [[False] * 4, [False, True, False, False], [False, True, False, False]]
+        may_hold(lower, r, h_q), [[False, False, True, False], [False, True, True, True], [True, True, True, True]]
+    )
+    visited = np.array([[False, False, True, False], [False, False, True, False], [False, False, False, True]])
+    np.testing.assert_array_equal(
+        next_round_shards(lower, r, h_q, visited, None), [[False] * 4, [False, True, False, True], [True, True, True, False]]
     )
     np.testing.assert_array_equal(
-        next_round_shards(h_q, r, lo, hi, visited, 2), [[False] * 4, [False, True, False, False], [False, True, True, False]]
+        next_round_shards(lower, r, h_q, visited, 1), [[False] * 4, [False, True, False, False], [False, False, True, False]]
+    )
+    np.testing.assert_array_equal(
+        next_round_shards(lower, r, h_q, visited, 2), [[False] * 4, [False, True, False, True], [False, True, True, False]]
     )
 
 
@@ -139,37 +145,38 @@ def sharded_sets(draw):
     n_shards=st.integers(1, 12),
     k=st.sampled_from([1, 4, 30]),
     per_round=st.sampled_from([1, 3, None]),
+    partition=st.sampled_from(["shells", "kd"]),
 )
-def test_routing_rounds_find_the_exact_knn(data, n_shards, k, per_round):
+def test_routing_rounds_find_the_exact_knn(data, n_shards, k, per_round, partition):
     """The routing loop of ShardedIndex.search, with brute force standing in for the shards."""
     X, Q = data
     conf, q_conf = P.conformal_factor(X), P.conformal_factor(Q)
     h, h_q = P.dist0(X, cx=conf), P.dist0(Q, cx=q_conf)
-    parts = assign_shards(h, n_shards, "shells")
-    lo = np.array([h[p].min() for p in parts])
-    hi = np.array([h[p].max() for p in parts])
-    sizes = np.array([p.size for p in parts])
+    parts = assign_shards(h, n_shards, partition, points=X)
+    bounds = ShardBounds.of_parts(X, conf, h, parts)
+    lower = bounds.lower_bounds(Q, q_conf, h_q)
     D = P.dist_from_delta(P.pairwise_delta(Q, X, cq=q_conf, cx=conf))
     found = np.full(D.shape, np.inf)
-    plan = first_round_shards(h_q, lo, hi, sizes, k)
+    plan = first_round_shards(lower, bounds.sizes, k)
     visited = plan.copy()
     while plan.any():
         for s in range(n_shards):
             rows = np.flatnonzero(plan[:, s])
             found[np.ix_(rows, parts[s])] = D[np.ix_(rows, parts[s])]
         r_k = np.sort(found, axis=1)[:, k - 1]
-        plan = next_round_shards(h_q, r_k, lo, hi, visited, per_round)
+        plan = next_round_shards(lower, r_k, h_q, visited, per_round)
         visited |= plan
     np.testing.assert_array_equal(np.sort(found, axis=1)[:, :k], np.sort(D, axis=1)[:, :k])
     np.testing.assert_allclose(np.sort(D, axis=1)[:, :k], exact_knn(Q, X, k)[1], rtol=1e-12)
 
 
-@pytest.mark.parametrize("partition", ["shells", "random", "hash"])
+@pytest.mark.parametrize("partition", ["shells", "kd", "random", "hash"])
 def test_partitions_cover_every_point_once(partition):
     rng = np.random.default_rng(3)
-    norms = rng.exponential(5.0, 1003)
-    norms[:100] = 7.0  # ties
-    parts = assign_shards(norms, 6, partition, seed=11)
+    X = ball_points(rng, 1003, 3)
+    X[:100] = X[100]  # ties
+    norms = P.dist0(X)
+    parts = assign_shards(norms, 6, partition, seed=11, points=X)
     allids = np.concatenate(parts)
     np.testing.assert_array_equal(np.sort(allids), np.arange(1003))
     assert all(np.all(np.diff(p) > 0) for p in parts)
@@ -178,6 +185,11 @@ def test_partitions_cover_every_point_once(partition):
         assert sizes.max() - sizes.min() <= 1
         for a, b in zip(parts, parts[1:]):
             assert norms[a].max() <= norms[b].min()
+    elif partition == "kd":
+        assert sizes.max() - sizes.min() <= 2
+        boxes = _bounds(X, parts)
+        inside = [(X[p] >= boxes.box_lo[s]).all() and (X[p] <= boxes.box_hi[s]).all() for s, p in enumerate(parts)]
+        assert all(inside) and (boxes.box_hi - boxes.box_lo).max(axis=1).max() < 2.0
     elif partition == "random":
         assert sizes.max() - sizes.min() <= 1
     else:
@@ -196,7 +208,7 @@ def test_hash_partition_refuses_empty_shards():
     [
         ({"n_shards": 0}, ValueError, r"n_shards must be a positive integer, got n_shards=0"),
         ({"n_shards": 2.5}, ValueError, r"n_shards must be a positive integer, got n_shards=2.5"),
-        ({"partition": "bands"}, ValueError, r"unknown partition 'bands'; expected one of \['hash', 'random', 'shells'\]"),
+        ({"partition": "bands"}, ValueError, r"unknown partition 'bands'; expected one of \['hash', 'kd', 'random', 'shells'\]"),
         ({"algorithm": "nope"}, ValueError, r"unknown algorithm 'nope'"),
         ({"leaf_sizee": 3}, ValueError, r"bad settings for algorithm 'hkdtree'"),
         ({"n_actors": -1}, ValueError, r"n_actors must be a positive integer or None, got n_actors=-1"),

@@ -84,7 +84,8 @@ def cmd_build(args):
     if args.shards is not None:
         from hypann.distributed import ShardedIndex
 
-        index = ShardedIndex(args.shards, algorithm=args.algorithm, address=args.ray_address, **settings).build(X)
+        index = ShardedIndex(args.shards, partition=args.partition, algorithm=args.algorithm, address=args.ray_address,
+                             **settings).build(X)
     else:
         index = hypann.HyperbolicIndex(algorithm=args.algorithm, **settings).build(X)
     index.save(args.output)
@@ -129,7 +130,7 @@ def cmd_search(args):
     if len(calls):
         print(f"mean oracle calls per query: {np.concatenate(calls).mean():.3f}", file=sys.stderr)
     if shards:
-        print(f"mean shards visited per query: {np.concatenate(shards).mean():.3f} of {len(index.shard_sizes_)}", file=sys.stderr)
+        print(f"mean shards visited per query: {np.concatenate(shards).mean():.3f} of {len(index.bounds_.sizes)}", file=sys.stderr)
     return 0
 
 
@@ -196,6 +197,7 @@ def build_parser():
     b.add_argument("--seed", type=int, default=None)
     b.add_argument("--param", action="append", help="algorithm setting key=value (repeatable)")
     b.add_argument("--shards", type=int, default=None, help="build a ShardedIndex of N shards on Ray; -o is then a folder")
+    b.add_argument("--partition", default="shells", choices=["shells", "kd", "random", "hash"], help="how --shards splits the points")
     b.add_argument("--ray-address", default=None, help="Ray cluster to use (default: a running one, else a local one)")
     b.set_defaults(func=cmd_build)
 

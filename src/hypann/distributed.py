@@ -16,36 +16,47 @@ Partitions
     interval ``[a_s, b_s]``, i.e. a spherical shell around the origin. The
     boundaries are norm quantiles (equal-count shells) instead of the paper's
     fixed conformal width ``w``, so that shards are balanced even when most
-    points share one radius (hierarchical embeddings); ``[a_s, b_s]`` are the
-    smallest and largest stored norms of the shard.
+    points share one radius (hierarchical embeddings).
+``"kd"``
+    The top levels of a kd-tree: recursive cuts at the count quantile of the
+    widest coordinate. Shards are compact cells, so far fewer of them meet a
+    query's ball than with shells (``docs/distributed.md``).
 ``"random"``
     A seeded random permutation cut into equal parts.
 ``"hash"``
     Shard ``splitmix64(id ^ seed) mod n_shards``: a point's shard follows from
     its id alone (for streaming builds); shards are balanced in expectation.
 
-Shell routing and why it never misses a neighbour
--------------------------------------------------
-For any points, ``|d(0, q) - d(0, x)| <= d(q, x)`` (triangle inequality
-through the origin), so the ball ``B_H(q, r)`` can hold a point of shard
-``s`` only if ``a_s <= h_q + r`` and ``b_s >= h_q - r`` with ``h_q = d(0, q)``
-(Check-Intersection, :func:`hypann.geometry.bands.ball_meets_norm_interval`).
-A query is searched in rounds:
+Routing and why it never misses a neighbour
+-------------------------------------------
+For every shard the driver keeps the norm range ``[a_s, b_s]``, the
+coordinate bounding box and the largest conformal factor ``1 - |x|^2`` of its
+points (:class:`ShardBounds`), which give a lower bound ``L_s(q)`` on
+``d(q, x)`` over the shard: the larger of
 
-1. the shards nearest its own norm (interval distance
-   ``max(a_s - h_q, h_q - b_s, 0)``, nearest first) until they hold at least
-   ``k`` points; merging them gives ``k`` real candidates, so the ``k``-th
+* the norm gap ``max(a_s - h_q, h_q - b_s, 0)`` with ``h_q = d(0, q)``: by the
+  triangle inequality through the origin ``|d(0,q) - d(0,x)| <= d(q,x)``, the
+  ball ``B_H(q, r)`` meets the shell only if ``a_s <= h_q + r`` and
+  ``b_s >= h_q - r`` (the paper's Check-Intersection);
+* the box bound of the hyperbolic kd-tree, ``2 asinh(sqrt(mindist(q, box)^2 /
+  ((1 - |q|^2) max(1 - |x|^2))))``.
+
+With ``"shells"`` and ``"kd"`` partitions a query is searched in rounds:
+
+1. the shards with the smallest ``L_s(q)`` until they hold at least ``k``
+   points; merging them gives ``k`` real candidates, so the ``k``-th
    candidate distance ``r_k`` bounds the true ``k``-th distance ``D_k``;
-2. then, round after round, the nearest unvisited shards (``shards_per_round``
-   of them, or all) whose interval meets ``[h_q - r_k, h_q + r_k]``, with
-   ``r_k`` re-derived from the merged candidates after each round; the query
-   is finished when no unvisited shard meets its ball.
+2. then, round after round, the unvisited shards with ``L_s(q) <= r_k``
+   (``shards_per_round`` of them, smallest bound first, or all), with ``r_k``
+   re-derived from the merged candidates after each round; the query is
+   finished when no unvisited shard passes.
 
-``r_k`` only shrinks and always bounds ``D_k``, and every true neighbour ``y``
-has ``d(q, y) <= D_k <= r_k``; a shard that holds one therefore passes the
-test in every round until it is visited, so it is visited before the query
-finishes. With exact per-shard searches the merged top-k is the exact global
-top-k. The interval test is padded by a relative ``1e-9`` while norms and
+``r_k`` only shrinks and always bounds ``D_k``, and every true neighbour
+``y`` has ``L_s(q) <= d(q, y) <= D_k <= r_k`` for its shard ``s``, which
+therefore passes in every round until it is visited, so it is visited before
+the query finishes. With exact per-shard searches the merged top-k is the
+exact global top-k. The test is padded by a relative ``1e-9``
+(:data:`hypann.geometry.bands.INTERSECT_RTOL`) while norms, bounds and
 distances carry relative errors of a few ulps, so rounding can only add
 visits. One shard per round visits the fewest shards (the ball shrinks
 between visits, as in the paper's Algorithm 3); ``shards_per_round=None``
@@ -77,7 +88,7 @@ Files
 (:meth:`HyperbolicIndex.save`: that shard's unit-curvature Poincare points,
 its search structure and its points' global ids, ascending), then
 ``manifest.json``: format, version, settings, per shard the file name, its
-sha256, the point count and norm bounds, and a sha256 of the manifest itself.
+sha256, the point count and the routing bounds, and a sha256 of the manifest itself.
 Files are written into a fresh folder that replaces ``dir`` only when
 complete. ``load`` checks the manifest, then each actor checks its files'
 checksums and reports its shard's size and norm bounds, which must match the
@@ -94,12 +105,13 @@ import os
 import shutil
 import tempfile
 import warnings
+from dataclasses import dataclass
 
 import numpy as np
 
 import hypann
 from hypann import _validation as V
-from hypann.geometry.bands import ball_meets_norm_interval
+from hypann.geometry.bands import INTERSECT_RTOL
 from hypann.geometry.poincare import dist0, dist_from_delta
 from hypann.index import HyperbolicIndex, check_search_options
 from hypann.result import SearchResult, SearchStats
@@ -109,7 +121,8 @@ __all__ = ["ShardedIndex", "ShardUnavailableError", "ShardNotLoadedError", "read
 
 log = logging.getLogger(__name__)
 
-PARTITIONS = ("shells", "random", "hash")
+PARTITIONS = ("shells", "kd", "random", "hash")
+ROUTED_PARTITIONS = ("shells", "kd")
 MANIFEST = "manifest.json"
 FORMAT = "hypann-sharded-index"
 FORMAT_VERSION = 1
@@ -214,6 +227,9 @@ class _ShardHost:
             "d": int(index.dim_),
             "norm_min": float(norms.min()),
             "norm_max": float(norms.max()),
+            "box_lo": index.points_.min(axis=0).tolist(),
+            "box_hi": index.points_.max(axis=0).tolist(),
+            "conformal_max": float(index.conformal_.max()),
             "id_min": int(ids[0]),
             "id_max": int(ids[-1]),
             "nbytes": int(index.nbytes),
@@ -263,49 +279,116 @@ class _ShardHost:
 
 
 # --------------------------------------------------------------------------- routing (pure)
-def norm_gap(h_q, lo, hi):
-    """Hyperbolic-norm distance ``max(lo - h_q, h_q - hi, 0)`` from each query to each shard interval, (m, S)."""
-    h = np.asarray(h_q, dtype=np.float64)[:, None]
-    return np.maximum(np.maximum(np.asarray(lo)[None, :] - h, h - np.asarray(hi)[None, :]), 0.0)
+@dataclass
+class ShardBounds:
+    """What the driver knows of each shard's points, for routing (arrays over shards ``s``).
 
-
-def first_round_shards(h_q, lo, hi, sizes, k):
-    """Round 1 of shell routing: per query, the shards nearest its norm until they hold ``>= k`` points.
-
-    Returns a boolean (m, S) plan. Shards are taken in increasing
-    :func:`norm_gap` (ties by shard number); a shard is taken while the
-    shards before it hold fewer than ``k`` points, so the plan always holds
-    at least ``k`` points when ``k <= sum(sizes)``.
+    Attributes
+    ----------
+    sizes : ndarray of int64, (S,)
+    norm_min, norm_max : ndarray, (S,)
+        Smallest and largest hyperbolic norm ``d(0, x)`` (unit curvature).
+    box_lo, box_hi : ndarray, (S, d)
+        Coordinate-wise bounding box of the (unit-curvature Poincare) points.
+    conformal_max : ndarray, (S,)
+        Largest ``1 - |x|^2`` (the point nearest the origin).
     """
-    gap = norm_gap(h_q, lo, hi)
-    order = np.argsort(gap, axis=1, kind="stable")
+
+    sizes: np.ndarray
+    norm_min: np.ndarray
+    norm_max: np.ndarray
+    box_lo: np.ndarray
+    box_hi: np.ndarray
+    conformal_max: np.ndarray
+
+    @classmethod
+    def of_parts(cls, points, conformal, norms, parts):
+        return cls(
+            sizes=np.array([p.size for p in parts], dtype=np.int64),
+            norm_min=np.array([norms[p].min() for p in parts]),
+            norm_max=np.array([norms[p].max() for p in parts]),
+            box_lo=np.array([points[p].min(axis=0) for p in parts]),
+            box_hi=np.array([points[p].max(axis=0) for p in parts]),
+            conformal_max=np.array([conformal[p].max() for p in parts]),
+        )
+
+    def entry(self, s) -> dict:
+        """Shard ``s`` as JSON-able numbers (floats round-trip exactly through JSON)."""
+        return {"n": int(self.sizes[s]), "norm_min": float(self.norm_min[s]), "norm_max": float(self.norm_max[s]),
+                "box_lo": self.box_lo[s].tolist(), "box_hi": self.box_hi[s].tolist(),
+                "conformal_max": float(self.conformal_max[s])}
+
+    @classmethod
+    def from_entries(cls, entries, d):
+        box = lambda key: np.array([e[key] for e in entries], dtype=np.float64).reshape(len(entries), d)  # noqa: E731
+        return cls(
+            sizes=np.array([e["n"] for e in entries], dtype=np.int64),
+            norm_min=np.array([e["norm_min"] for e in entries], dtype=np.float64),
+            norm_max=np.array([e["norm_max"] for e in entries], dtype=np.float64),
+            box_lo=box("box_lo"),
+            box_hi=box("box_hi"),
+            conformal_max=np.array([e["conformal_max"] for e in entries], dtype=np.float64),
+        )
+
+    def lower_bounds(self, queries, q_conformal, h_q):
+        """Lower bounds ``L[i, s] <= d(q_i, x)`` for every point ``x`` of shard ``s``, (m, S).
+
+        The larger of two bounds:
+
+        * norm gap (triangle inequality through the origin):
+          ``d(q, x) >= |h_q - d(0, x)| >= max(norm_min - h_q, h_q - norm_max, 0)``;
+        * box bound (the hyperbolic kd-tree's): ``|q - x| >= mindist(q, box)``
+          and ``1 - |x|^2 <= conformal_max``, so
+          ``delta(q, x) >= mindist^2 / ((1 - |q|^2) conformal_max)`` and
+          ``d = 2 asinh(sqrt(delta))`` is increasing in ``delta``.
+        """
+        gap = np.maximum(np.maximum(self.norm_min[None, :] - h_q[:, None], h_q[:, None] - self.norm_max[None, :]), 0.0)
+        box = np.empty_like(gap)
+        for s in range(len(self.sizes)):
+            outside = queries - np.clip(queries, self.box_lo[s], self.box_hi[s])
+            box[:, s] = np.einsum("ij,ij->i", outside, outside)
+        box = dist_from_delta(box / (q_conformal[:, None] * self.conformal_max[None, :]))
+        return np.maximum(gap, box)
+
+
+def may_hold(lower, r_k, h_q):
+    """Can a shard hold a point within ``r_k`` of the query? ``lower <= r_k`` with rounding slack, (m, S).
+
+    The slack ``INTERSECT_RTOL * (1 + h_q + r_k)`` (relative 1e-9) is far above
+    the few-ulp relative errors of computed norms, bounds and distances, so
+    rounding can only make this True more often. ``r_k = inf`` admits all.
+    """
+    r = np.asarray(r_k, dtype=np.float64)[:, None]
+    h = np.asarray(h_q, dtype=np.float64)[:, None]
+    return lower <= r + INTERSECT_RTOL * (1.0 + h + np.where(np.isfinite(r), r, 0.0))
+
+
+def first_round_shards(lower, sizes, k):
+    """Round 1 of routing: per query, the shards with the smallest lower bound until they hold ``>= k`` points.
+
+    Returns a boolean (m, S) plan; ties by shard number. A shard is taken
+    while the shards before it hold fewer than ``k`` points, so the plan
+    holds at least ``k`` points when ``k <= sum(sizes)``.
+    """
+    order = np.argsort(lower, axis=1, kind="stable")
     sizes = np.asarray(sizes, dtype=np.int64)
     before = np.cumsum(sizes[order], axis=1) - sizes[order]
-    plan = np.zeros(gap.shape, dtype=bool)
+    plan = np.zeros(lower.shape, dtype=bool)
     np.put_along_axis(plan, order, before < k, axis=1)
     return plan
 
 
-def shards_meeting_ball(h_q, r_k, lo, hi):
-    """Shards whose norm interval meets ``[h_q - r_k, h_q + r_k]`` (Check-Intersection), (m, S) bool."""
-    h = np.asarray(h_q, dtype=np.float64)[:, None]
-    r = np.asarray(r_k, dtype=np.float64)[:, None]
-    return ball_meets_norm_interval(h, r, np.asarray(lo)[None, :], np.asarray(hi)[None, :])
+def next_round_shards(lower, r_k, h_q, visited, per_round=None):
+    """A later round of routing: per query, the next unvisited shards that may hold a point within ``r_k``.
 
-
-def next_round_shards(h_q, r_k, lo, hi, visited, per_round=None):
-    """A later round of shell routing: per query, the next unvisited shards its current ball meets.
-
-    Of the unvisited shards that pass :func:`shards_meeting_ball` for the
-    current k-th distance ``r_k``, the ``per_round`` nearest by
-    :func:`norm_gap` (all of them when ``per_round`` is None). An all-False
-    row means the query is finished: no unvisited shard can hold a point
-    within ``r_k`` of it.
+    Of the unvisited shards passing :func:`may_hold`, the ``per_round`` with
+    the smallest lower bound (all of them when ``per_round`` is None). An
+    all-False row means the query is finished.
     """
-    candidates = shards_meeting_ball(h_q, r_k, lo, hi) & ~visited
+    candidates = may_hold(lower, r_k, h_q) & ~visited
     if per_round is None or not candidates.any():
         return candidates
-    order = np.argsort(norm_gap(h_q, lo, hi), axis=1, kind="stable")
+    order = np.argsort(lower, axis=1, kind="stable")
     in_order = np.take_along_axis(candidates, order, axis=1)
     take = in_order & (np.cumsum(in_order, axis=1) <= per_round)
     plan = np.zeros_like(candidates)
@@ -320,16 +403,36 @@ def _splitmix64(x):
     return z ^ (z >> np.uint64(31))
 
 
-def assign_shards(norms, n_shards, partition, seed=None):
+def _kd_split(points, ids, n_shards, out):
+    """Cut ``ids`` along the coordinate of widest spread into ``n_shards`` cells of proportional size."""
+    if n_shards == 1:
+        out.append(ids)
+        return
+    sub = points[ids]
+    axis = int(np.argmax(sub.max(axis=0) - sub.min(axis=0)))
+    left = n_shards // 2
+    cut = (ids.size * left) // n_shards
+    order = ids[np.argsort(sub[:, axis], kind="stable")]
+    _kd_split(points, order[:cut], left, out)
+    _kd_split(points, order[cut:], n_shards - left, out)
+
+
+def assign_shards(norms, n_shards, partition, seed=None, points=None):
     """Global ids of each shard (ascending int64 arrays) for ``partition``.
 
     ``"shells"``: ids sorted by hyperbolic norm (stable) cut into ``n_shards``
-    contiguous runs of equal size (+-1); ``"random"``: a seeded permutation
-    cut the same way; ``"hash"``: ``splitmix64(id ^ seed) mod n_shards``.
+    contiguous runs of equal size (+-1); ``"kd"``: recursive cuts of the
+    (unit-curvature Poincare) ``points`` at the count quantile of the widest
+    coordinate, like the top of a kd-tree, sizes equal up to +-1 per level;
+    ``"random"``: a seeded permutation cut into equal runs; ``"hash"``:
+    ``splitmix64(id ^ seed) mod n_shards``.
     """
     n = len(norms)
     if partition == "shells":
         parts = np.array_split(np.argsort(norms, kind="stable"), n_shards)
+    elif partition == "kd":
+        parts = []
+        _kd_split(np.asarray(points), np.arange(n), n_shards, parts)
     elif partition == "random":
         parts = np.array_split(np.random.default_rng(seed).permutation(n), n_shards)
     else:
@@ -406,9 +509,11 @@ class ShardedIndex:
     ----------
     n_shards : int, default 4
         Number of shards (``<= n_points``).
-    partition : {"shells", "random", "hash"}, default "shells"
-        How points are assigned to shards; ``"shells"`` (by hyperbolic norm)
-        lets a query skip the shards its search ball cannot reach.
+    partition : {"shells", "kd", "random", "hash"}, default "shells"
+        How points are assigned to shards. ``"shells"`` (by hyperbolic norm,
+        the paper's) and ``"kd"`` (compact cells, far fewer shards per query
+        on hierarchical data) let a query skip the shards its search ball
+        cannot reach; ``"random"`` and ``"hash"`` visit all.
     algorithm : str, default "hkdtree"
         Per-shard algorithm (any :class:`~hypann.HyperbolicIndex` algorithm);
         with an exact one the result equals a single index's.
@@ -431,9 +536,9 @@ class ShardedIndex:
     Attributes
     ----------
     n_points_, dim_ : int
-    shard_sizes_ : ndarray of int64, (n_shards,)
-    shard_norm_bounds_ : ndarray, (n_shards, 2)
-        Smallest and largest hyperbolic norm (unit curvature) in each shard.
+    bounds_ : ShardBounds
+        Per-shard sizes, hyperbolic norm ranges, bounding boxes and largest
+        conformal factors, from which queries are routed.
 
     Examples
     --------
@@ -528,14 +633,18 @@ class ShardedIndex:
         return actor.load.remote(shard, os.path.join(folder, entry["file"]), entry["sha256"])
 
     def _check_summary(self, shard, summary):
-        expected = (int(self.shard_sizes_[shard]), float(self.shard_norm_bounds_[shard, 0]), float(self.shard_norm_bounds_[shard, 1]))
-        got = (summary["n"], summary["norm_min"], summary["norm_max"])
-        # norms are recomputed in the actor: equal up to the order of a float sum
-        bounds_ok = np.allclose(got[1:], expected[1:], rtol=_BOUNDS_RTOL, atol=_BOUNDS_RTOL)
-        if got[0] != expected[0] or not bounds_ok or summary["d"] != self.dim_ or not 0 <= summary["id_min"] <= summary["id_max"] < self.n_points_:
+        """The shard an actor holds must be the one the driver routes to (count, ids, norms, box)."""
+        expected = self.bounds_.entry(shard)
+        # recomputed in the actor: equal up to the order of a float sum
+        close = all(np.allclose(summary[key], expected[key], rtol=_BOUNDS_RTOL, atol=_BOUNDS_RTOL)
+                    for key in ("norm_min", "norm_max", "box_lo", "box_hi", "conformal_max"))
+        if summary["n"] != expected["n"] or summary["d"] != self.dim_ or not close or not (
+                0 <= summary["id_min"] <= summary["id_max"] < self.n_points_):
             raise ValueError(
-                f"shard {shard} does not match the manifest: (n, norm_min, norm_max) = {got}, expected {expected} "
-                f"(d={summary['d']}, ids {summary['id_min']}..{summary['id_max']} of {self.n_points_})"
+                f"shard {shard} does not match the manifest: n={summary['n']} (expected {expected['n']}), "
+                f"d={summary['d']}, norms [{summary['norm_min']!r}, {summary['norm_max']!r}] (expected "
+                f"[{expected['norm_min']!r}, {expected['norm_max']!r}]), ids {summary['id_min']}..{summary['id_max']} "
+                f"of {self.n_points_}, bounding box and conformal_max {'match' if close else 'differ'}"
             )
 
     def _restore(self, actor, shards):
@@ -577,12 +686,11 @@ class ShardedIndex:
         if self.n_shards > n:
             raise ValueError(f"n_shards must be <= the number of points ({n}), got n_shards={self.n_shards}")
         norms = dist0(points, cx=conformal)
-        parts = assign_shards(norms, self.n_shards, self.partition, self.random_state)
+        parts = assign_shards(norms, self.n_shards, self.partition, self.random_state, points=points)
         self.close()
         ray = self._start_actors(len(parts))
         self.n_points_, self.dim_ = n, d
-        self.shard_sizes_ = np.array([p.size for p in parts], dtype=np.int64)
-        self.shard_norm_bounds_ = np.array([[norms[p].min(), norms[p].max()] for p in parts])
+        self.bounds_ = ShardBounds.of_parts(points, conformal, norms, parts)
         self._sources = [("memory", ray.put(np.ascontiguousarray(points[p])), ray.put(p)) for p in parts]
         refs = [self._load_shard_call(self._actor(s), s) for s in range(len(parts))]
         for s, summary in enumerate(self._get(refs)):
@@ -613,11 +721,12 @@ class ShardedIndex:
             for the affected queries) instead of raising
             :class:`ShardUnavailableError`.
         shards_per_round : int or None, default 1
-            Shell routing after the first round: each query visits this many
-            more shards per round (nearest norm first), re-deriving its ball
-            from the merged k-th distance in between; ``None`` visits all
-            shards the first round's ball meets in one second round (fewer
-            rounds, more shards). The answer is the same.
+            Routing after the first round (``"shells"`` and ``"kd"``): each
+            query visits this many more shards per round (smallest lower
+            bound first), re-deriving its ball from the merged k-th distance
+            in between; ``None`` visits all shards the first round's ball may
+            reach in one second round (fewer rounds, more shards). The answer
+            is the same.
         oracle_params, **query_params
             As for :meth:`hypann.HyperbolicIndex.search`, passed to every shard.
 
@@ -635,20 +744,20 @@ class ShardedIndex:
             raise TypeError(f"allow_partial must be True or False, got {allow_partial!r}")
         shards_per_round = V.check_positive_int(shards_per_round, "shards_per_round", allow_none=True)
         queries, q_conf = V.check_points(Q, name="Q", model=self.model, c=self.c, dim=self.dim_, allow_empty=True)
-        m, n_shards = queries.shape[0], len(self.shard_sizes_)
+        m, n_shards = queries.shape[0], len(self.bounds_.sizes)
         stats = SearchStats.zeros(m, "shards_visited", "shards_missing")
         stats.extra["missing_shards"] = np.zeros((m, n_shards), dtype=bool)
         best_ids = np.full((m, k), -1, dtype=np.int64)
         best_d = np.full((m, k), np.inf)
         if m:
-            if self.partition == "shells":
-                lo, hi = self.shard_norm_bounds_[:, 0], self.shard_norm_bounds_[:, 1]
+            if self.partition in ROUTED_PARTITIONS:
                 h_q = dist0(queries, cx=q_conf)
-                plan = first_round_shards(h_q, lo, hi, self.shard_sizes_, k)
+                lower = self.bounds_.lower_bounds(queries, q_conf, h_q)
+                plan = first_round_shards(lower, self.bounds_.sizes, k)
                 visited = plan.copy()
                 while plan.any():
                     self._run_round(plan, queries, q_conf, k, budget, query_params, best_ids, best_d, stats, allow_partial)
-                    plan = next_round_shards(h_q, dist_from_delta(best_d[:, k - 1]), lo, hi, visited, shards_per_round)
+                    plan = next_round_shards(lower, dist_from_delta(best_d[:, k - 1]), h_q, visited, shards_per_round)
                     visited |= plan
             else:
                 plan = np.ones((m, n_shards), dtype=bool)
@@ -756,7 +865,7 @@ class ShardedIndex:
         os.makedirs(parent, exist_ok=True)
         tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=parent)
         try:
-            refs = [self._actor(s).save.remote(s, tmp) for s in range(len(self.shard_sizes_))]
+            refs = [self._actor(s).save.remote(s, tmp) for s in range(len(self.bounds_.sizes))]
             entries = self._get(refs)
             body = self._manifest_body(entries)
             doc = {**body, "manifest_sha256": hashlib.sha256(_canonical(body)).hexdigest()}
@@ -779,8 +888,7 @@ class ShardedIndex:
         params = self.get_params()
         shards = []
         for s, entry in enumerate(entries):
-            shards.append({**entry, "n": int(self.shard_sizes_[s]),
-                           "norm_min": float(self.shard_norm_bounds_[s, 0]), "norm_max": float(self.shard_norm_bounds_[s, 1])})
+            shards.append({**entry, **self.bounds_.entry(s)})
         return {
             "format": FORMAT,
             "format_version": FORMAT_VERSION,
@@ -816,8 +924,7 @@ class ShardedIndex:
             if not os.path.isfile(os.path.join(path, entry["file"])):
                 raise ValueError(f"shard {s}: file {entry['file']!r} listed in {os.path.join(path, MANIFEST)!r} is missing")
         index.n_points_, index.dim_ = int(doc["n"]), int(doc["d"])
-        index.shard_sizes_ = np.array([e["n"] for e in doc["shards"]], dtype=np.int64)
-        index.shard_norm_bounds_ = np.array([[e["norm_min"], e["norm_max"]] for e in doc["shards"]], dtype=np.float64)
+        index.bounds_ = ShardBounds.from_entries(doc["shards"], index.dim_)
         index._sources = [("file", path, entry) for entry in doc["shards"]]
         index._start_actors(len(doc["shards"]))
         try:
@@ -858,7 +965,7 @@ class ShardedIndex:
     def nbytes(self) -> int:
         """Bytes the shards hold in their actors (points, conformal factors, search structures, ids)."""
         self._check_fitted()
-        refs = [self._actor(s).summary.remote(s) for s in range(len(self.shard_sizes_))]
+        refs = [self._actor(s).summary.remote(s) for s in range(len(self.bounds_.sizes))]
         return int(sum(r["nbytes"] for r in self._get(refs)))
 
     def get_params(self) -> dict:

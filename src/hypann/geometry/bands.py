@@ -78,38 +78,10 @@ def ball_meets_shell(h_q, r, shell, radii):
     n = len(radii) - 1
     valid = (shell >= 1) & (shell <= n)
     s = np.clip(shell, 1, n)
-    return valid & ball_meets_norm_interval(h_q, r, radii[s - 1], radii[s])
-
-
-def ball_meets_norm_interval(h_q, r, lo, hi):
-    """Can ``B_H(q, r)`` hold a point of hyperbolic norm in ``[lo, hi]``? (vectorized, broadcasting)
-
-    By the triangle inequality through the origin, ``|d(0,q) - d(0,x)| <= d(q,x)``,
-    so a point ``x`` with ``d(q, x) <= r`` has norm in ``[h_q - r, h_q + r]``;
-    the ball can meet the annulus ``lo <= d(0, x) <= hi`` only if
-
-    .. math:: lo \\le h_q + r \\quad\\text{and}\\quad hi \\ge h_q - r .
-
-    The test is padded by ``INTERSECT_RTOL * (1 + h_q + r)``: norms and
-    distances computed in float64 carry a relative error of a few ulps
-    (``(d + 5) * 2^-53`` for the compensated formulas of
-    :mod:`hypann.geometry.poincare`), far below the padding, so rounding can
-    make this answer True more often, never False where the exact test is
-    True. ``r = inf`` (no k-th candidate yet) meets every interval.
-
-    Parameters
-    ----------
-    h_q : ndarray
-        Hyperbolic norms ``d(0, q)``.
-    r : ndarray
-        Ball radii (hyperbolic distances, ``inf`` allowed).
-    lo, hi : ndarray
-        Norm interval of the annulus, ``lo <= hi``.
-    """
-    h_q = np.asarray(h_q, dtype=np.float64)
-    r = np.asarray(r, dtype=np.float64)
     slack = INTERSECT_RTOL * (1.0 + h_q + np.where(np.isfinite(r), r, 0.0))
-    return (lo <= h_q + r + slack) & (hi >= h_q - r - slack)
+    inner_ok = radii[s - 1] <= h_q + r + slack
+    outer_ok = radii[s] >= h_q - r - slack
+    return valid & inner_ok & outer_ok
 
 
 def covered_radius(h_q, lo, hi, radii):
