@@ -137,7 +137,7 @@ def tree_index(ray_cluster):
     """Hierarchical data in 6 norm shells (one actor)."""
     pts = synthetic.hierarchical_tree(3100, 4, seed=3)
     X, Q = pts[:3000], pts[3000:]
-    index = _track(ShardedIndex(6, n_actors=1).build(X), ray_cluster)
+    index = _track(ShardedIndex(6, partition="shells", n_actors=1).build(X), ray_cluster)
     yield index, X, Q
     index.close()
 
@@ -275,7 +275,7 @@ def test_cli_builds_and_searches_a_sharded_index(ray_cluster, tmp_path, capsys):
     np.save(tmp_path / "X.npy", pts[:600])
     np.save(tmp_path / "Q.npy", pts[600:])
     assert cli.main(["build", str(tmp_path / "X.npy"), "-o", str(tmp_path / "idx"), "--shards", "1"]) == 0
-    assert "ShardedIndex(n_shards=1, partition='shells', algorithm='hkdtree'" in capsys.readouterr().out
+    assert "ShardedIndex(n_shards=1, partition='kd', algorithm='hkdtree'" in capsys.readouterr().out
     assert cli.main(["search", str(tmp_path / "idx"), str(tmp_path / "Q.npy"), "-k", "3", "-o", str(tmp_path / "out.npz")]) == 0
     out = np.load(tmp_path / "out.npz")
     np.testing.assert_allclose(out["distances"], exact_knn(pts[600:], pts[:600], 3)[1], rtol=1e-12)

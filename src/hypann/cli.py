@@ -197,7 +197,7 @@ def build_parser():
     b.add_argument("--seed", type=int, default=None)
     b.add_argument("--param", action="append", help="algorithm setting key=value (repeatable)")
     b.add_argument("--shards", type=int, default=None, help="build a ShardedIndex of N shards on Ray; -o is then a folder")
-    b.add_argument("--partition", default="shells", choices=["shells", "kd", "random", "hash"], help="how --shards splits the points")
+    b.add_argument("--partition", default="kd", choices=["kd", "shells", "random", "hash"], help="how --shards splits the points")
     b.add_argument("--ray-address", default=None, help="Ray cluster to use (default: a running one, else a local one)")
     b.set_defaults(func=cmd_build)
 
