@@ -32,8 +32,8 @@ Usage::
     python benchmarks/sharded.py                        # 1M points (minutes; memory ~3 GB)
     python benchmarks/sharded.py --mode fanout
 
-Writes ``results/sharded.json`` or ``results/sharded_fanout.json`` and prints
-a markdown table.
+Writes ``results/sharded.json`` (``sharded_TAG.json`` with ``--tag``) or
+``results/sharded_fanout.json`` and prints a markdown table.
 """
 
 from __future__ import annotations
@@ -111,7 +111,8 @@ def run_scale(args):
     table = markdown_table(rows, cols)
     print(f"\nk={args.k}, batch={args.batch}, ray.init {ray_init_s:.1f} s, {os.cpu_count()} CPUs\n")
     print(table)
-    path = write_json("sharded", {"params": vars(args), "ray_init_s": ray_init_s, "rows": rows, "table": table})
+    name = "sharded" + (f"_{args.tag}" if args.tag else "")
+    path = write_json(name, {"params": vars(args), "ray_init_s": ray_init_s, "rows": rows, "table": table})
     print(f"wrote {path}")
 
 
@@ -161,6 +162,7 @@ def main():
     p.add_argument("--batch", type=int, default=1000)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--tag", default="", help="scale mode: write results/sharded_TAG.json")
     p.add_argument("--datasets", nargs="+", default=["wordnet-nouns-10d", "wordnet-nouns-100d", "synthetic-tree-10d"])
     p.add_argument("--shells", type=int, nargs="+", default=[1, 2, 4, 8, 16, 32, 64], help="shard counts of the fanout mode")
     args = p.parse_args()
