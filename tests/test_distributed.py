@@ -144,6 +144,17 @@ def tree_index(ray_cluster):
 
 def test_routing_skips_shards_on_hierarchical_data(tree_index, ray_cluster):
     index, X, Q = tree_index
+    assert index.nbytes > X.nbytes
+    empty = index.search(np.empty((0, 4)), 3)
+    assert empty.indices.shape == (0, 3) and empty.stats.extra["missing_shards"].shape == (0, 6)
+    with pytest.raises(ValueError, match=r"Q has 3 dimensions \(Poincare\), but the index was built with 4"):
+        index.search(Q[:, :3], 1)
+    with pytest.raises(ValueError, match=r"k must be in \[1, 3000\]"):
+        index.search(Q, 3001)
+    with pytest.raises(ValueError, match=r"shards_per_round must be a positive integer or None, got shards_per_round=0"):
+        index.search(Q, 1, shards_per_round=0)
+    with pytest.raises(TypeError, match=r"allow_partial must be True or False, got 'yes'"):
+        index.search(Q, 1, allow_partial="yes")
     single = hypann.HyperbolicIndex(algorithm="hkdtree").build(X)
     res = index.search(Q, 1)
     _check_exact(res, single.search(Q, 1), X, Q, 1)

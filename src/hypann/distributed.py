@@ -490,12 +490,14 @@ def read_manifest(path) -> dict:
             for key in ("file", "sha256"):
                 if not isinstance(s[key], str) or os.path.basename(s[key]) != s[key]:
                     ok = False
-            ok = ok and float(s["norm_min"]) <= float(s["norm_max"])
+            ok = ok and int(s["n"]) >= 1 and float(s["norm_min"]) <= float(s["norm_max"])
+            lo, hi = np.asarray(s["box_lo"], dtype=np.float64), np.asarray(s["box_hi"], dtype=np.float64)
+            ok = ok and lo.shape == hi.shape == (d,) and bool(np.all(lo <= hi)) and 0.0 < float(s["conformal_max"]) <= 1.0
         ok = ok and doc["partition"] in PARTITIONS
     except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"{mpath!r} is damaged: missing or malformed field ({exc!r})") from None
     if not ok:
-        raise ValueError(f"{mpath!r} is damaged: shard entries are inconsistent (counts, names or norm bounds)")
+        raise ValueError(f"{mpath!r} is damaged: shard entries are inconsistent (counts, file names or routing bounds)")
     return doc
 
 
