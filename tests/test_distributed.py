@@ -281,6 +281,14 @@ def test_save_load_round_trip_and_damaged_files(tree_index, ray_cluster, tmp_pat
         index.save(shard.with_name("manifest.json"))
 
 
+def test_a_shard_that_fails_to_build_raises_the_shards_error(ray_cluster):
+    """leaf_size=0 passes the driver's checks and fails in the actor's build: the ValueError comes back unwrapped."""
+    index = ShardedIndex(2, n_actors=1, leaf_size=0)
+    with pytest.raises(ValueError, match=r"^leaf_size must be a positive integer, got leaf_size=0$"):
+        index.build(ball_points(np.random.default_rng(0), 40, 2))
+    assert not hasattr(index, "actors_")  # the actors were stopped
+
+
 def test_cli_builds_and_searches_a_sharded_index(ray_cluster, tmp_path, capsys):
     pts = _family("clustered", 620, 3, seed=2)
     np.save(tmp_path / "X.npy", pts[:600])

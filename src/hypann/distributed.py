@@ -100,7 +100,6 @@ manifest.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import logging
@@ -118,7 +117,7 @@ from hypann.geometry.bands import INTERSECT_RTOL
 from hypann.geometry.poincare import dist0, dist_from_delta
 from hypann.index import HyperbolicIndex, check_search_options
 from hypann.result import SearchResult, SearchStats
-from hypann.search.registry import algorithm_class, make_algorithm
+from hypann.search.registry import make_algorithm
 
 __all__ = ["ShardedIndex", "ShardUnavailableError", "ShardNotLoadedError", "read_manifest", "is_sharded_index"]
 
@@ -169,11 +168,6 @@ def _connect(address):
     elif address is not None:
         log.info("Ray is already initialized; using that connection instead of address=%r", address)
     return ray
-
-
-@functools.lru_cache(maxsize=None)
-def _remote_host_class():
-    return _import_ray().remote(_ShardHost)
 
 
 def _actor_died_errors(ray):
@@ -610,12 +604,13 @@ class ShardedIndex:
         self._ray = ray
         n_actors = min(self.n_actors or n_shards, n_shards)
         self.actor_of_ = np.arange(n_shards) % n_actors
+        self._host_class = ray.remote(_ShardHost)
         self.actors_ = [self._new_actor() for _ in range(n_actors)]
         self._generation = [0] * n_actors
         return ray
 
     def _new_actor(self):
-        cls = _remote_host_class()
+        cls = self._host_class
         if self.actor_options:
             cls = cls.options(**self.actor_options)
         return cls.remote(self.threads_per_actor)
@@ -646,7 +641,8 @@ class ShardedIndex:
         if summary["n"] != expected["n"] or summary["d"] != self.dim_ or not close or not (
                 0 <= summary["id_min"] <= summary["id_max"] < self.n_points_):
             raise ValueError(
-                f"shard {shard} does not match the manifest: n={summary['n']} (expected {expected['n']}), "
+                f"shard {shard} does not match its routing bounds (the manifest's, after load): "
+                f"n={summary['n']} (expected {expected['n']}), "
                 f"d={summary['d']}, norms [{summary['norm_min']!r}, {summary['norm_max']!r}] (expected "
                 f"[{expected['norm_min']!r}, {expected['norm_max']!r}]), ids {summary['id_min']}..{summary['id_max']} "
                 f"of {self.n_points_}, bounding box and conformal_max {'match' if close else 'differ'}"
@@ -696,10 +692,14 @@ class ShardedIndex:
         ray = self._start_actors(len(parts))
         self.n_points_, self.dim_ = n, d
         self.bounds_ = ShardBounds.of_parts(points, conformal, norms, parts)
-        self._sources = [("memory", ray.put(np.ascontiguousarray(points[p])), ray.put(p)) for p in parts]
-        refs = [self._load_shard_call(self._actor(s), s) for s in range(len(parts))]
-        for s, summary in enumerate(self._get(refs)):
-            self._check_summary(s, summary)
+        try:
+            self._sources = [("memory", ray.put(np.ascontiguousarray(points[p])), ray.put(p)) for p in parts]
+            refs = [self._load_shard_call(self._actor(s), s) for s in range(len(parts))]
+            for s, summary in enumerate(self._get(refs)):
+                self._check_summary(s, summary)
+        except BaseException:
+            self.close()
+            raise
         log.debug("built %r", self)
         return self
 
@@ -784,11 +784,7 @@ class ShardedIndex:
         """Search every shard of ``plan`` (m, S) for its rows in parallel, then merge into the top-k in place."""
         ray = self._ray
         died = _actor_died_errors(ray)
-        pending = {}
-        for s in np.flatnonzero(plan.any(axis=0)):
-            s = int(s)
-            rows = np.flatnonzero(plan[:, s])
-            pending[s] = rows
+        pending = {int(s): np.flatnonzero(plan[:, s]) for s in np.flatnonzero(plan.any(axis=0))}  # shard -> query rows
         refs = {}
 
         def submit(s):
