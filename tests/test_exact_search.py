@@ -201,3 +201,23 @@ def test_curvature_and_lorentz_input(rng):
     res_l = hypann.HyperbolicIndex(model="lorentz").build(poincare_to_lorentz(X)).search(poincare_to_lorentz(Q), 3)
     np.testing.assert_array_equal(res_l.indices, ref.indices)
     np.testing.assert_allclose(res_l.distances, ref.distances, rtol=1e-7)
+
+
+@pytest.mark.parametrize("algorithm", ["hkdtree", "brute", "vamana"])
+def test_results_identical_for_any_thread_count(algorithm):
+    rng = np.random.default_rng(8)
+    X = ball_points(rng, 3000, 6)
+    Q = ball_points(rng, 200, 6)
+    results = []
+    for n_jobs in (1, 2, -1, None):
+        index = hypann.HyperbolicIndex(algorithm=algorithm, n_jobs=n_jobs, random_state=0).build(X)
+        results.append(index.search(Q, k=7))
+    for res in results[1:]:
+        np.testing.assert_array_equal(res.indices, results[0].indices)
+        np.testing.assert_array_equal(res.distances, results[0].distances)
+
+
+@pytest.mark.parametrize("n_jobs", [0, -2, 1.5, "2", True])
+def test_bad_n_jobs_is_named(n_jobs):
+    with pytest.raises(ValueError, match=r"n_jobs must be a positive integer, -1 or None"):
+        hypann.HyperbolicIndex(n_jobs=n_jobs).build(np.zeros((3, 2)))

@@ -113,6 +113,7 @@ import numpy as np
 
 import hypann
 from hypann import _validation as V
+from hypann._runtime import numba_threads
 from hypann.geometry.bands import INTERSECT_RTOL
 from hypann.geometry.poincare import dist0, dist_from_delta
 from hypann.index import HyperbolicIndex, check_search_options
@@ -200,10 +201,7 @@ class _ShardHost:
     """
 
     def __init__(self, threads):
-        if threads is not None:
-            import numba
-
-            numba.set_num_threads(max(1, min(int(threads), numba.config.NUMBA_NUM_THREADS)))
+        self.threads = threads  # numba threads of every shard's build and search (n_jobs; None: all cores)
         self.shards = {}
 
     def pid(self):
@@ -233,7 +231,7 @@ class _ShardHost:
         }
 
     def build(self, shard, points, ids, settings):
-        index = HyperbolicIndex(**settings)
+        index = HyperbolicIndex(**settings, n_jobs=self.threads)
         index._check_settings()
         # Ray hands over read-only views of its object store; writable copies keep
         # numba on the same (cached) specializations as in any other process
@@ -247,7 +245,7 @@ class _ShardHost:
         got = _file_sha256(path)
         if got != sha256:
             raise ValueError(f"shard {shard}: file {path!r} is damaged (sha256 {got[:16]}... but the manifest says {sha256[:16]}...)")
-        index = hypann.load(path)
+        index = hypann.load(path, n_jobs=self.threads)
         ids = index.ids_
         if index.live_.n_changes or ids.size != index.points_.shape[0] or (ids.size > 1 and not np.all(np.diff(ids) > 0)):
             raise ValueError(f"shard {shard}: {path!r} is not a shard file (its ids are not the ascending global ids of its points)")
@@ -266,7 +264,8 @@ class _ShardHost:
         queries, q_conformal = np.array(queries), np.array(q_conformal)  # writable, see build
         m = queries.shape[0]
         k_local = min(k, index.n_points_)
-        rows, deltas, stats = index._search_rows(queries, q_conformal, k_local, budget, query_params)
+        with numba_threads(index.n_jobs):
+            rows, deltas, stats = index._search_rows(queries, q_conformal, k_local, budget, query_params)
         ids = index._labels_of(np.asarray(rows, dtype=np.int64))
         out_ids = np.full((m, k), -1, dtype=np.int64)
         out_d = np.full((m, k), np.inf)
@@ -530,7 +529,8 @@ class ShardedIndex:
         Ray actor options (``num_cpus``, ``memory``, ``resources``, ...).
         Default: Ray's (an actor reserves no CPU while it runs).
     threads_per_actor : int or None, default 1
-        numba threads inside each actor (``None``: numba's default).
+        numba threads of each actor's builds and searches (the shards'
+        ``n_jobs``; ``None``: all cores of its node).
 
     Attributes
     ----------

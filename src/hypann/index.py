@@ -7,9 +7,11 @@ import logging
 import numpy as np
 
 from hypann import _validation as V
+from hypann._runtime import check_n_jobs, notice_first_compile, numba_threads
 from hypann.geometry.poincare import delta_from_dist, dist_from_delta
 from hypann.oracles.base import EuclideanOracle
 from hypann.result import RangeSearchResult, SearchResult, SearchStats
+from hypann.search.hyperbolic_kdtree import _build_tree, _search_exact
 from hypann.search.registry import algorithm_class, make_algorithm
 from hypann.updates import LiveSet, check_ids, merge_knn, merge_ragged
 
@@ -67,6 +69,9 @@ class HyperbolicIndex:
         Curvature magnitude (the space has curvature ``-c``).
     random_state : int or None
         Seed for every random choice (LSH planes, graph starts, ...).
+    n_jobs : int or None, default None
+        Threads of the numba kernels for build and search: ``None`` or ``-1``
+        use all cores. Results are identical for any thread count.
     **params
         Build settings of the algorithm (e.g. ``ratio=1.1``, ``width=3``).
 
@@ -80,18 +85,21 @@ class HyperbolicIndex:
     [0, 1, 2]
     """
 
-    def __init__(self, *, algorithm=DEFAULT_ALGORITHM, oracle=None, model="poincare", c=1.0, random_state=None, **params):
+    def __init__(self, *, algorithm=DEFAULT_ALGORITHM, oracle=None, model="poincare", c=1.0, random_state=None,
+                 n_jobs=None, **params):
         self.algorithm = algorithm
         self.oracle = oracle
         self.model = model
         self.c = c
         self.random_state = random_state
+        self.n_jobs = n_jobs
         self.params = params
 
     # -- building ---------------------------------------------------------
     def _check_settings(self):
         V.check_model(self.model)
         V.check_curvature(self.c)
+        check_n_jobs(self.n_jobs)
         cls = algorithm_class(self.algorithm)
         if self.oracle is not None and not cls.uses_oracle:
             raise ValueError(
@@ -113,10 +121,12 @@ class HyperbolicIndex:
     def _build_validated(self, points, conformal, state=None, labels=None):
         algo = make_algorithm(self.algorithm, self.params)
         oracle = self.oracle if self.oracle is not None else DEFAULT_ORACLE
-        if state:
-            algo.restore(points, conformal, state, oracle=oracle, random_state=self.random_state)
-        else:
-            algo.build(points, conformal, oracle=oracle, random_state=self.random_state)
+        notice_first_compile(_build_tree, _search_exact)
+        with numba_threads(self.n_jobs):
+            if state:
+                algo.restore(points, conformal, state, oracle=oracle, random_state=self.random_state)
+            else:
+                algo.build(points, conformal, oracle=oracle, random_state=self.random_state)
         self.algorithm_ = algo
         self.points_ = points
         self.conformal_ = conformal
@@ -246,7 +256,9 @@ class HyperbolicIndex:
         m = queries.shape[0]
         if m == 0:
             return SearchResult(np.empty((0, k), np.int64), np.empty((0, k)), SearchStats.zeros(0))
-        return self._result(*self._search_rows(queries, q_conf, k, budget, query_params))
+        with numba_threads(self.n_jobs):
+            rows, deltas, stats = self._search_rows(queries, q_conf, k, budget, query_params)
+        return self._result(rows, deltas, stats)
 
     def _search_rows(self, queries, q_conf, k, budget, query_params):
         """``(rows, deltas, stats)`` of validated queries: the search behind :meth:`search`."""
@@ -311,6 +323,19 @@ class HyperbolicIndex:
         # a slightly larger surrogate limit for the search; the exact test is on the distances below
         limits = delta_from_dist(radius * np.sqrt(self.c)) * (1.0 + 1e-12) + 1e-300
         limits = np.ascontiguousarray(limits)
+        with numba_threads(self.n_jobs):
+            offsets, ids, deltas = self._search_radius_rows(queries, q_conf, limits)
+        distances = dist_from_delta(deltas) / np.sqrt(self.c)
+        rows = np.repeat(np.arange(m), np.diff(offsets))
+        keep = distances <= radius[rows]
+        counts = np.bincount(rows[keep], minlength=m)
+        new_offsets = np.zeros(m + 1, dtype=np.int64)
+        np.cumsum(counts, out=new_offsets[1:])
+        return RangeSearchResult(new_offsets, self._labels_of(ids[keep].astype(np.int64)), distances[keep])
+
+    def _search_radius_rows(self, queries, q_conf, limits):
+        """Range search in row numbering, with added / removed points merged in."""
+        m = queries.shape[0]
         live = self.live_
         if live.n_changes:
             removed_built = live.removed[:live.n_built]
@@ -326,13 +351,7 @@ class HyperbolicIndex:
             np.cumsum(np.bincount(rows_of_hit, minlength=m), out=offsets[1:])
         else:
             offsets, ids, deltas = self.algorithm_.search_radius(queries, q_conf, limits)
-        distances = dist_from_delta(deltas) / np.sqrt(self.c)
-        rows = np.repeat(np.arange(m), np.diff(offsets))
-        keep = distances <= radius[rows]
-        counts = np.bincount(rows[keep], minlength=m)
-        new_offsets = np.zeros(m + 1, dtype=np.int64)
-        np.cumsum(counts, out=new_offsets[1:])
-        return RangeSearchResult(new_offsets, self._labels_of(ids[keep].astype(np.int64)), distances[keep])
+        return offsets, ids, deltas
 
     def _labels_of(self, rows):
         """User ids of ``rows`` (``-1`` stays ``-1``)."""
@@ -381,6 +400,7 @@ class HyperbolicIndex:
             "model": self.model,
             "c": self.c,
             "random_state": self.random_state,
+            "n_jobs": self.n_jobs,
             **self.params,
         }
 

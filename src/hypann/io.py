@@ -44,6 +44,7 @@ def _sha256(a: np.ndarray) -> str:
 def save_index(index, path) -> None:
     path = os.fspath(path)
     params = index.get_params()
+    params.pop("n_jobs", None)  # a runtime setting of this process, not of the file (load(path, n_jobs=...))
     header = {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
@@ -142,4 +143,5 @@ def load_index(path, **overrides):
     index = HyperbolicIndex(**settings)
     index._check_settings()
     conformal = _kernels.conformal_factor(points)
-    return index._build_validated(points, conformal, state=None if overrides else state, labels=labels)
+    rebuild = any(name != "n_jobs" for name in overrides)  # changed settings: stored state no longer applies
+    return index._build_validated(points, conformal, state=None if rebuild else state, labels=labels)
