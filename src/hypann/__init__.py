@@ -27,8 +27,9 @@ _EXPORTS = {
     "SearchResult": "hypann.result",
     "SearchStats": "hypann.result",
     "RangeSearchResult": "hypann.result",
+    "ShardedIndex": "hypann.distributed",
 }
-_SUBPACKAGES = ("datasets", "eval", "geometry", "graph", "oracles", "search", "sklearn", "embed")
+_SUBPACKAGES = ("datasets", "eval", "geometry", "graph", "oracles", "search", "sklearn", "embed", "distributed")
 
 
 def load(path, **overrides):

@@ -128,14 +128,14 @@ def cmd_build(args):
 
     check_destination(args.output)  # before the build, not after it
     X = _load_array(args.data, "points")
-    index = hypann.HyperbolicIndex(
-        algorithm=args.algorithm,
-        oracle=args.oracle,
-        model=args.model,
-        c=args.c,
-        random_state=args.seed,
-        **_params(args.param),
-    ).build(X)
+    settings = dict(oracle=args.oracle, model=args.model, c=args.c, random_state=args.seed, **_params(args.param))
+    if args.shards is not None:
+        from hypann.distributed import ShardedIndex
+
+        index = ShardedIndex(args.shards, partition=args.partition, algorithm=args.algorithm, address=args.ray_address,
+                             **settings).build(X)
+    else:
+        index = hypann.HyperbolicIndex(algorithm=args.algorithm, **settings).build(X)
     index.save(args.output)
     print(f"built {index!r}\nwrote {args.output}")
     return 0
@@ -146,17 +146,24 @@ def cmd_search(args):
 
     if args.output:
         check_destination(args.output)
-    index = hypann.load(args.index)
+    if os.path.isdir(args.index):
+        from hypann.distributed import ShardedIndex
+
+        index = ShardedIndex.load(args.index, address=args.ray_address)
+    else:
+        index = hypann.load(args.index)
     Q = _load_array(args.queries, "queries")
     extra = _params(args.param)
     ids, dists = [], []
     bar = _progress_bar(len(Q), "search")
-    calls = []
+    calls, shards = [], []
     for s in range(0, max(len(Q), 1), args.batch_size):
         res = index.search(Q[s : s + args.batch_size], args.k, budget=args.budget, **extra)
         ids.append(res.indices)
         dists.append(res.distances)
         calls.append(res.stats.oracle_calls)
+        if "shards_visited" in res.stats.extra:
+            shards.append(res.stats.extra["shards_visited"])
         bar.update(len(res))
     bar.close()
     ids, dists = np.vstack(ids), np.vstack(dists)
@@ -168,6 +175,8 @@ def cmd_search(args):
             print(f"{i}\t" + " ".join(f"{a}:{b:.6g}" for a, b in zip(row_i, row_d)))
     if len(calls):
         print(f"mean oracle calls per query: {np.concatenate(calls).mean():.3f}", file=sys.stderr)
+    if shards:
+        print(f"mean shards visited per query: {np.concatenate(shards).mean():.3f} of {len(index.bounds_.sizes)}", file=sys.stderr)
     return 0
 
 
@@ -224,18 +233,21 @@ def build_parser():
     d.add_argument("--quick", action="store_true", help="smaller data, for a smoke test")
     d.set_defaults(func=cmd_demo)
 
-    b = sub.add_parser("build", help="build an index from a .npy file of points")
+    b = sub.add_parser("build", help="build an index (or with --shards a sharded index on Ray) from a .npy file of points")
     b.add_argument("data")
     b.add_argument("-o", "--output", required=True)
-    b.add_argument("--algorithm", default=DEFAULT_ALGORITHM, help=f"search algorithm (default {DEFAULT_ALGORITHM})")
+    b.add_argument("--algorithm", default=DEFAULT_ALGORITHM, help=f"search algorithm (default {DEFAULT_ALGORITHM}; per shard with --shards)")
     b.add_argument("--oracle", default=None, help='oracle spec, e.g. "kdtree", "lsh:tables=5,bits=15", "faiss:HNSW32"')
     b.add_argument("--model", default="poincare", choices=["poincare", "lorentz"])
     b.add_argument("--c", type=float, default=1.0, help="curvature magnitude")
     b.add_argument("--seed", type=int, default=None)
     b.add_argument("--param", action="append", help="algorithm setting key=value (repeatable)")
+    b.add_argument("--shards", type=int, default=None, help="build a ShardedIndex of N shards on Ray; -o is then a folder")
+    b.add_argument("--partition", default="kd", choices=["kd", "shells", "random", "hash"], help="how --shards splits the points")
+    b.add_argument("--ray-address", default=None, help="Ray cluster to use (default: a running one, else a local one)")
     b.set_defaults(func=cmd_build)
 
-    s = sub.add_parser("search", help="search an index with a .npy file of queries")
+    s = sub.add_parser("search", help="search an index file or sharded index folder with a .npy file of queries")
     s.add_argument("index")
     s.add_argument("queries")
     s.add_argument("-k", type=_positive_int, default=10)
@@ -243,6 +255,7 @@ def build_parser():
     s.add_argument("--batch-size", type=_positive_int, default=1000)
     s.add_argument("--param", action="append", help="query setting key=value (repeatable)")
     s.add_argument("-o", "--output", help="write indices/distances to this .npz instead of printing")
+    s.add_argument("--ray-address", default=None, help="Ray cluster for a sharded index folder")
     s.set_defaults(func=cmd_search)
 
     i = sub.add_parser("info", help="print an index file's header")

@@ -28,6 +28,29 @@ DEFAULT_ORACLE = "kdtree"
 DEFAULT_ALGORITHM = "hkdtree"
 
 
+def check_search_options(algorithm, budget, oracle_params, query_params):
+    """Validated ``(budget, query_params)`` for a search with ``algorithm`` (a registry name).
+
+    ``oracle_params`` (a dict, only for algorithms that use an oracle) is
+    folded into the returned ``query_params``; unknown query settings raise
+    ``ValueError`` naming the allowed ones.
+    """
+    cls = algorithm_class(algorithm)
+    budget = V.check_positive_int(budget, "budget", allow_none=True)
+    query_params = dict(query_params)
+    V.reject_unknown(query_params, cls.query_params, f"search with algorithm {algorithm!r}")
+    if oracle_params is not None:
+        if not isinstance(oracle_params, dict):
+            raise V.ParameterTypeError(
+                f"oracle_params must be a dict or None, got {type(oracle_params).__name__} ({oracle_params!r})"
+            )
+        if oracle_params and not cls.uses_oracle:
+            raise ValueError(f"algorithm {algorithm!r} does not use an oracle, got oracle_params={oracle_params!r}")
+        if oracle_params:
+            query_params["oracle_params"] = oracle_params
+    return budget, query_params
+
+
 class HyperbolicIndex:
     """Nearest-neighbour index for points in hyperbolic space.
 
@@ -282,29 +305,23 @@ class HyperbolicIndex:
         """:meth:`search` for queries already in the index's representation (unit-curvature points)."""
         self._check_fitted()
         k = V.check_k(k, self.n_points_)
-        budget = V.check_positive_int(budget, "budget", allow_none=True)
-        V.reject_unknown(query_params, self.algorithm_.query_params, f"search with algorithm {self.algorithm!r}")
-        if oracle_params is not None:
-            if not isinstance(oracle_params, dict):
-                raise V.ParameterTypeError(
-                    f"oracle_params must be a dict or None, got {type(oracle_params).__name__} ({oracle_params!r})"
-                )
-            if oracle_params and not self.algorithm_.uses_oracle:
-                raise ValueError(f"algorithm {self.algorithm!r} does not use an oracle, got oracle_params={oracle_params!r}")
-            if oracle_params:
-                query_params["oracle_params"] = oracle_params
+        budget, query_params = check_search_options(self.algorithm, budget, oracle_params, query_params)
         query_params = self.algorithm_.check_query_params(**query_params)
         m = queries.shape[0]
         if m == 0:
             return SearchResult(np.empty((0, k), np.int64), np.empty((0, k)), SearchStats.zeros(0))
         with numba_threads(self.n_jobs):
-            if self.live_.n_changes:
-                rows, deltas, stats = self._search_changed(queries, q_conf, k, budget, query_params)
-            else:
-                rows, deltas, stats = self.algorithm_.search(queries, q_conf, k, budget=budget, **query_params)
-                if budget is None:
-                    rows, deltas = self._fill_short_rows(queries, q_conf, k, rows, deltas, stats)
+            rows, deltas, stats = self._search_rows(queries, q_conf, k, budget, query_params)
         return self._result(rows, deltas, stats)
+
+    def _search_rows(self, queries, q_conf, k, budget, query_params):
+        """``(rows, deltas, stats)`` of validated queries: the search behind :meth:`search`."""
+        if self.live_.n_changes:
+            return self._search_changed(queries, q_conf, k, budget, query_params)
+        rows, deltas, stats = self.algorithm_.search(queries, q_conf, k, budget=budget, **query_params)
+        if budget is None:
+            rows, deltas = self._fill_short_rows(queries, q_conf, k, rows, deltas, stats)
+        return rows, deltas, stats
 
     def _fill_short_rows(self, queries, q_conf, k, rows, deltas, stats):
         """Complete rows where an approximate search found fewer than ``k`` points (no budget given).
