@@ -97,7 +97,7 @@ def test_index_seed_reaches_oracles_made_from_spec_strings():
     # a spec that sets its own seed keeps it; no index seed keeps the oracle's default
     own = hypann.HyperbolicIndex(algorithm="recentering", oracle="lsh:random_state=3", random_state=5).build(X)
     assert own.algorithm_.oracle_.random_state == 3
-    assert hypann.HyperbolicIndex(oracle="lsh").build(X).algorithm_.oracle_.random_state == 0
+    assert hypann.HyperbolicIndex(algorithm="recentering", oracle="lsh").build(X).algorithm_.oracle_.random_state == 0
 
 
 def test_query_time_randomness_is_fixed_per_index_and_settable_per_call():
