@@ -80,7 +80,7 @@ _STATE = ("points", "conformal", "neighbors", "medoid")
 
 
 class GraphSearchResult(NamedTuple):
-    """Answer of :meth:`VamanaIndex.search` (unpacks as a 3-tuple).
+    """Answer of :meth:`VamanaIndex.search` and :meth:`HyperbolicGraphIndex.search` (a 3-tuple).
 
     Attributes
     ----------
