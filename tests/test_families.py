@@ -8,7 +8,7 @@ import pytest
 import hypann.datasets.families as families
 from hypann.datasets.families import FAMILIES, make_family
 from hypann.datasets.synthetic import _check_range
-from hypann.geometry._kernels import conformal_factor
+from hypann.geometry._kernels import brute_knn_delta, conformal_factor
 from hypann.geometry.poincare import dist0
 
 SYNTHETIC = [name for name, fam in FAMILIES.items() if fam.dims is None]
@@ -39,6 +39,16 @@ def test_gaussian_mixture_has_clusters_of_uneven_size():
     _, _, label = families._wrapped_normal_mixture(rng, 20_000, 10, 100, (0.1, 2.0), (0.5, 12.0))
     sizes = np.bincount(label, minlength=100)
     assert sizes.max() > 5 * np.median(sizes)
+
+
+def test_mixture_labels_match_the_points():
+    X, labels = families.gaussian_mixture(3000, 10, seed=4, return_labels=True)
+    np.testing.assert_array_equal(X, families.gaussian_mixture(3000, 10, seed=4))
+    assert labels.shape == (3000,) and labels.dtype.kind == "i"
+    # clusters are separated: a point's nearest other point is mostly in its own cluster
+    cx = conformal_factor(X)
+    ids, _ = brute_knn_delta(X, cx, X, cx, 2)
+    assert np.mean(labels[ids[:, 1]] == labels) > 0.9
 
 
 def test_default_cluster_count_is_log_uniform_in_range():

@@ -124,7 +124,8 @@ def _n_clusters(rng, n_clusters):
     return check_positive_int(n_clusters, "n_clusters")
 
 
-def gaussian_mixture(n, dim, *, seed=0, n_clusters=None, spread=(0.1, 2.0), center_norm=(0.5, 12.0)):
+def gaussian_mixture(n, dim, *, seed=0, n_clusters=None, spread=(0.1, 2.0), center_norm=(0.5, 12.0),
+                     return_labels=False):
     """Mixture of wrapped normal clusters of varying size, spread and distance from the origin.
 
     Cluster ``j`` has a centre ``mu_j`` in a uniformly random direction at a
@@ -151,10 +152,14 @@ def gaussian_mixture(n, dim, *, seed=0, n_clusters=None, spread=(0.1, 2.0), cent
         Range of the per-cluster spreads (hyperbolic lengths).
     center_norm : tuple of float, default (0.5, 12.0)
         Range of the centres' hyperbolic norms.
+    return_labels : bool, default False
+        Also return the cluster of each point.
 
     Returns
     -------
     points : ndarray of shape (n, dim), float64
+    labels : ndarray of shape (n,), int64
+        Only with ``return_labels``.
     """
     n = check_positive_int(n, "n")
     dim = _check_dim(dim)
@@ -164,7 +169,8 @@ def gaussian_mixture(n, dim, *, seed=0, n_clusters=None, spread=(0.1, 2.0), cent
     if s_lo <= 0.0:
         raise ValueError(f"spread must be a pair of positive numbers, got spread={spread!r}")
     h_range = _check_range(center_norm, "center_norm", low=0.0)
-    return _wrapped_normal_mixture(rng, n, dim, k, (s_lo, s_hi), h_range)[0]
+    points, _, labels = _wrapped_normal_mixture(rng, n, dim, k, (s_lo, s_hi), h_range)
+    return (points, labels) if return_labels else points
 
 
 def _hyperbolic_radius_quantiles(u, dim, radius):
@@ -214,7 +220,8 @@ def hyperbolic_uniform(n, dim, *, seed=0, radius=10.0):
     return np.tanh(r / 2.0)[:, None] * u
 
 
-def boundary_heavy(n, dim, *, seed=0, n_clusters=None, spread=(0.01, 1.0), center_norm=(12.0, 24.0)):
+def boundary_heavy(n, dim, *, seed=0, n_clusters=None, spread=(0.01, 1.0), center_norm=(12.0, 24.0),
+                   return_labels=False):
     """Tight wrapped normal clusters far out: most ``1-|x|^2`` below ``1e-4``.
 
     :func:`gaussian_mixture` with centres at hyperbolic norms 12 to 24
@@ -228,14 +235,15 @@ def boundary_heavy(n, dim, *, seed=0, n_clusters=None, spread=(0.01, 1.0), cente
     n : int
     dim : int, ``>= 2``
     seed : int, default 0
-    n_clusters, spread, center_norm
+    n_clusters, spread, center_norm, return_labels
         As in :func:`gaussian_mixture`.
 
     Returns
     -------
     points : ndarray of shape (n, dim), float64
     """
-    return gaussian_mixture(n, dim, seed=seed, n_clusters=n_clusters, spread=spread, center_norm=center_norm)
+    return gaussian_mixture(n, dim, seed=seed, n_clusters=n_clusters, spread=spread, center_norm=center_norm,
+                            return_labels=return_labels)
 
 
 def duplicates(n, dim, *, seed=0, copies=DUPLICATE_COPIES):
