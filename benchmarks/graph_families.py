@@ -110,7 +110,8 @@ def run_case(name, dim, args, progress):
         progress(f"{name:18s} {dim:3d}-D {r['method']:42s} {str(r['params']):46s} "
                  f"recall@10 {r['recall_at_k']:.4f}  {r['speedup']:8.1f}x brute  build {r['build_s']:.1f}s")
     if args.build_threads:
-        progress(f"{name} {dim}-D build times: " + ", ".join(f"{k} {v:.1f}" for k, v in case.items() if k.endswith("thr")))
+        times = ", ".join(f"{k} {v:.1f}" for k, v in case.items() if k.endswith("thr"))
+        progress(f"{name} {dim}-D build times: {times}")
     return rows
 
 

@@ -149,7 +149,8 @@ def build_tree(points, leaf_size, seed):
             ranges[child, 1] = mid if side == 0 else hi
             stack[top] = child
             top += 1
-    return pivots[:n_nodes].copy(), thresholds[:n_nodes].copy(), children[:n_nodes].copy(), ranges[:n_nodes].copy(), order
+    m = n_nodes
+    return pivots[:m].copy(), thresholds[:m].copy(), children[:m].copy(), ranges[:m].copy(), order
 
 
 @nb.njit(cache=True, parallel=True)
@@ -158,9 +159,10 @@ def build_forest(points, leaf_size, seeds):
 
     Returns
     -------
-    leaf_ranges : ndarray (n_trees, n), int64 pairs packed as ``(start, end)`` of
-        each point's leaf in ``orders[tree]``; shape (n_trees, n, 2).
-    orders : ndarray (n_trees, n), int64
+    leaf_ranges : ndarray of shape (n_trees, n, 2), int64
+        ``(start, end)`` of each point's leaf in ``orders[tree]``.
+    orders : ndarray of shape (n_trees, n), int64
+        Each tree's ``order`` (point ids grouped by leaf).
     """
     n = points.shape[0]
     n_trees = seeds.shape[0]

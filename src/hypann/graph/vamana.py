@@ -70,6 +70,7 @@ import numpy as np
 
 from hypann._validation import check_positive_int, check_real, check_stored_points, check_stored_queries
 from hypann.geometry._kernels import delta_row, insert_sorted
+from hypann.graph.partition_tree import splitmix64 as _splitmix64
 
 __all__ = ["VamanaIndex", "GraphSearchResult"]
 
@@ -109,16 +110,6 @@ class GraphSearchResult(NamedTuple):
 @nb.njit(cache=True, inline="always")
 def _dist_from_delta(dl):
     return 2.0 * np.arcsinh(np.sqrt(dl))
-
-
-@nb.njit(cache=True)
-def _splitmix64(state):
-    """One step of splitmix64: returns (new_state, 64-bit output) as uint64."""
-    state = state + np.uint64(0x9E3779B97F4A7C15)
-    z = state
-    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return state, z ^ (z >> np.uint64(31))
 
 
 @nb.njit(cache=True, parallel=True)
