@@ -78,7 +78,7 @@ def test_results_are_valid_distinct_ids_with_true_deltas(mixture, mixture_index)
 def test_graph_shape_degree_and_no_self_loops(mixture, mixture_index):
     X = mixture[0]
     nb = mixture_index.neighbors_
-    assert nb.shape == (len(X), 32) and nb.dtype == np.int32
+    assert nb.shape == (len(X), 40) and nb.dtype == np.int32
     for i, row in enumerate(nb):
         valid = row[row >= 0]
         assert np.all(row[len(valid) :] == -1)

@@ -23,7 +23,7 @@ class GraphSearch(SearchAlgorithm):
     ----------
     n_neighbors : int, default 24
         Neighbours per point in the k-NN graph.
-    max_degree : int, default 32
+    max_degree : int, default 40
         Out-degree cap of the search graph (k-NN row plus reverse edges).
     ef : int, optional
         Default search list size; ``None`` calibrates it at build time.
@@ -38,7 +38,7 @@ class GraphSearch(SearchAlgorithm):
     uses_oracle = False
     query_params = ("ef", "L")
 
-    def __init__(self, *, n_neighbors=24, max_degree=32, ef=None, target_recall=0.98, leaf_size=32, n_trees=4,
+    def __init__(self, *, n_neighbors=24, max_degree=40, ef=None, target_recall=0.98, leaf_size=32, n_trees=4,
                  max_rounds=16):
         self.n_neighbors = n_neighbors
         self.max_degree = max_degree
