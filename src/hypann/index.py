@@ -65,8 +65,10 @@ class HyperbolicIndex:
     algorithm : str, default :data:`DEFAULT_ALGORITHM` (``"hkdtree"``)
         ``"hkdtree"`` (exact kd-tree with hyperbolic pruning), ``"recentering"`` (exact, Wu & Charikar Alg. 1), ``"binary_search"``
         (``ratio``-approximate, Alg. 2), ``"shells"`` / ``"random_shells"``
-        (``sqrt(width)``-approximate with any oracle, Alg. 3 / 8), ``"vamana"``
-        (graph baseline), ``"brute"`` (exact scan).
+        (``sqrt(width)``-approximate with any oracle, Alg. 3 / 8), ``"graph"``
+        (approximate k-NN graph search, the fast choice; query setting
+        ``ef``), ``"vamana"`` (the paper's graph baseline), ``"brute"``
+        (exact scan).
     oracle : str or EuclideanOracle, default "kdtree"
         Euclidean oracle spec (``"kdtree"``, ``"brute"``, ``"hkdtree"``,
         ``"lsh:tables=5,bits=15"``, ``"faiss:HNSW32"``, ``"hnswlib:M=16"``) or
@@ -289,7 +291,7 @@ class HyperbolicIndex:
             for hnswlib or ``{"ef_search": 64}`` / ``{"nprobe": 16}`` for faiss.
         **query_params
             Per-call settings of the algorithm (e.g. ``ratio`` for
-            ``binary_search``, ``L`` for ``vamana``).
+            ``binary_search``, ``ef`` for ``graph``, ``L`` for ``vamana``).
 
         Returns
         -------

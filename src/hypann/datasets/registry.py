@@ -20,7 +20,7 @@ import numpy as np
 from hypann._validation import check_bool, check_positive_int, check_seed
 from hypann.datasets.base import Dataset, build_dataset, cached_dataset
 
-__all__ = ["load", "list_datasets"]
+__all__ = ["load", "list_datasets", "load_points"]
 
 logger = logging.getLogger(__name__)
 
@@ -130,6 +130,29 @@ def list_datasets():
     list of (str, str)
     """
     return [(name, spec.description) for name, spec in _SPECS.items()]
+
+
+def load_points(name, *, seed=0):
+    """The full point set of a named data set, without queries, ground truth or cache.
+
+    Synthetic sets have ``100,000`` points here (no queries generated on top).
+
+    Parameters
+    ----------
+    name : str
+        One of :func:`list_datasets`.
+    seed : int, default 0
+        Seed of the generator (synthetic sets).
+
+    Returns
+    -------
+    points : ndarray of shape (n, d), float64
+    """
+    if name not in _SPECS:
+        raise ValueError(f"unknown data set {name!r}; available: {', '.join(_SPECS)}")
+    _params, make = _SPECS[name].prepare(0, int(seed))
+    points, _extra = make()
+    return np.ascontiguousarray(points, dtype=np.float64)
 
 
 def load(name, *, n_queries=1000, k=10, seed=0, cache=True) -> Dataset:

@@ -13,6 +13,7 @@ _ALGORITHMS = {
     "random_shells": "hypann.search.shells:RandomizedShellSearch",
     "hkdtree": "hypann.search.hkdtree_search:HyperbolicKDTreeSearch",
     "vamana": "hypann.graph.vamana_search:VamanaSearch",
+    "graph": "hypann.graph.graph_search:GraphSearch",
 }
 
 

@@ -1,0 +1,154 @@
+"""hypann's graph index on every data family: recall@10 and speed against numpy brute force.
+
+For each family of :mod:`hypann.datasets.families` and dimension, ``n`` base
+points and ``queries`` held-out queries (same generator), k = 10:
+
+* numpy float64 brute force (:func:`hypann.eval.numpy_brute.numpy_brute_knn`,
+  one thread) on ``--brute-queries`` queries: the speed baseline;
+* ``HyperbolicGraphIndex`` (``algorithm="graph"``) with default settings: build
+  time, the calibrated ``ef_``, then a sweep of ``ef``; queries timed on one
+  numba thread (median of ``--repeats``);
+* with ``--pynndescent``: pynndescent with the numba Poincare metric
+  (:func:`peers.run_pynndescent`, one thread), sweeping ``epsilon``;
+* with ``--build-threads``: build times of both on 1 and 2 threads.
+
+Quality is scored on exact float64 distances of the returned ids
+(:func:`peers.score`: recall by distance threshold). Writes
+``results/graph_families.json`` and prints a markdown table.
+
+Usage::
+
+    NUMBA_NUM_THREADS=2 python benchmarks/graph_families.py --n 20000 --pynndescent --build-threads
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numba
+import numpy as np
+
+import peers
+from _common import markdown_table, median_time, write_json
+from hypann.datasets.base import holdout_split
+from hypann.datasets.families import FAMILIES, make_family
+from hypann.eval.numpy_brute import numpy_brute_knn
+from hypann.graph import HyperbolicGraphIndex
+
+K = 10
+EF_SWEEP = (10, 16, 32, 64, 128, 256)
+PYNND_EPSILONS = (0.0, 0.1, 0.2, 0.4)
+WORDNET_POINTS = 82_115
+
+
+def graph_rows(problem, efs, repeats, seed=0):
+    """Build with defaults (threads as set by the caller), then time queries on one thread."""
+    t0 = time.perf_counter()
+    index = HyperbolicGraphIndex(random_state=seed).build(problem.base, problem.base_conformal)
+    build_s = time.perf_counter() - t0
+    numba.set_num_threads(1)
+    rows = []
+    for ef in [None, *[e for e in efs if e != index.ef_]]:
+        index.search(problem.queries[:8], problem.query_conformal[:8], K, ef=ef)  # compile / warm
+        query_s, res = median_time(lambda ef=ef: index.search(problem.queries, problem.query_conformal, K, ef=ef),
+                                   repeats=repeats)
+        label = f"default (ef_={index.ef_})" if ef is None else f"ef={ef}"
+        rows.append(peers._row(problem, "hypann graph", {"ef": label}, res.ids, query_s, build_s, index.nbytes,
+                               mean_samples=float(res.samples.mean())))
+    return rows, index
+
+
+def build_times(problem, threads=(1, 2), seed=0):
+    """Build seconds of the graph and of pynndescent (construct + prepare) per thread count."""
+    from pynndescent import NNDescent
+
+    out = {}
+    base, _ = problem.lifted(np.float64)
+    for t in threads:
+        numba.set_num_threads(t)
+        t0 = time.perf_counter()
+        HyperbolicGraphIndex(random_state=seed).build(problem.base, problem.base_conformal)
+        out[f"graph_build_s_{t}thr"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        index = NNDescent(base, metric=peers._PYNND_METRIC, n_neighbors=30, random_state=0, n_jobs=t)
+        index.prepare()
+        out[f"pynndescent_build_s_{t}thr"] = time.perf_counter() - t0
+    numba.set_num_threads(1)
+    return out
+
+
+def run_case(name, dim, args, progress):
+    n = args.n
+    if name == "wordnet_nouns":
+        n = min(n, WORDNET_POINTS - args.queries)
+    points = make_family(name, n + args.queries, dim, seed=args.seed)
+    base_ids, query_ids = holdout_split(len(points), args.queries, seed=args.seed)
+    base, queries = points[base_ids], points[query_ids]
+    problem = peers.make_problem(base, queries, K)
+    nb = min(args.brute_queries, args.queries)
+    brute_s, _ = median_time(lambda: numpy_brute_knn(queries[:nb], base, K), repeats=1, warmup=0)
+    brute_qps = nb / brute_s
+    case = {"family": name, "dim": dim, "n": len(base), "brute_qps": brute_qps}
+    rows = []
+    numba.set_num_threads(args.threads)
+    got, index = graph_rows(problem, EF_SWEEP, args.repeats, seed=args.seed)
+    rows += got
+    case["ef_"] = int(index.ef_)
+    case["calibration_recall"] = float(index.calibration_recall_)
+    if args.pynndescent:
+        numba.set_num_threads(1)
+        try:
+            rows += peers.run_pynndescent(problem, epsilons=PYNND_EPSILONS, repeats=args.repeats)
+        except ImportError as exc:
+            progress(f"skipping pynndescent: {exc}")
+    if args.build_threads:
+        case.update(build_times(problem, seed=args.seed))
+    for r in rows:
+        r.update(case)
+        r["speedup"] = r["queries_per_s"] / brute_qps
+        progress(f"{name:18s} {dim:3d}-D {r['method']:42s} {str(r['params']):46s} "
+                 f"recall@10 {r['recall_at_k']:.4f}  {r['speedup']:8.1f}x brute  build {r['build_s']:.1f}s")
+    if args.build_threads:
+        times = ", ".join(f"{k} {v:.1f}" for k, v in case.items() if k.endswith("thr"))
+        progress(f"{name} {dim}-D build times: {times}")
+    return rows
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", type=int, default=100_000, help="base points per family (WordNet: at most 82,115 - queries)")
+    ap.add_argument("--queries", type=int, default=1000)
+    ap.add_argument("--brute-queries", type=int, default=200, help="queries timed for numpy brute force")
+    ap.add_argument("--dims", default="10,100")
+    ap.add_argument("--families", default=",".join(FAMILIES))
+    ap.add_argument("--threads", type=int, default=1, help="numba threads of the graph build")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--pynndescent", action="store_true", help="also run pynndescent with the numba Poincare metric")
+    ap.add_argument("--build-threads", action="store_true", help="build times of both on 1 and 2 threads")
+    args = ap.parse_args(argv)
+
+    def progress(msg):
+        print(msg, flush=True)
+
+    if args.pynndescent or args.build_threads:
+        peers.pynndescent_warmup(10)
+    rows = []
+    t_start = time.perf_counter()
+    for dim in (int(d) for d in args.dims.split(",")):
+        for name in args.families.split(","):
+            family = FAMILIES[name]
+            if family.dims is not None and dim not in family.dims:
+                continue
+            rows += run_case(name, dim, args, progress)
+    columns = ["family", "dim", "n", "method", "params", "recall_at_k", "speedup", "queries_per_s", "build_s",
+               "mean_samples"]
+    table = markdown_table([{**r, "params": r["params"].get("ef", r["params"].get("epsilon"))} for r in rows], columns)
+    print(table)
+    path = write_json("graph_families", {"args": vars(args), "rows": rows, "seconds": time.perf_counter() - t_start})
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,900 @@
+"""Hyperbolic k-NN graph searched from partition-tree entry points (``algorithm="graph"``).
+
+hypann's approximate search. It replaces the paper's Vamana baseline
+(:mod:`hypann.graph.vamana`), which collapses on clustered and real data.
+
+Why Vamana collapses (measured)
+-------------------------------
+``benchmarks/vamana_diagnosis.py``, 20,000 points, 500 held-out queries,
+Vamana with the paper's ``R=10, L=10, alpha=1.5``, two passes:
+
+================================ ========= ========== ============ ========
+                                 mixture   mixture    WordNet      tree
+                                 10-D      100-D      nouns 10-D   10-D
+================================ ========= ========== ============ ========
+recall@10, L=10 / 100 / 1000     .29/.55/  .003/.22/  .70/.71/.71  .99 all
+                                 .79       .56
+points reachable from the medoid 0.84      0.54       0.013        0.99
+points without an in-edge        7%        32%        98%          0.1%
+mean out-degree (R=10)           8.2       5.6        1.04         6.1
+clusters unreachable             24%       30%        --           --
+recall, search started at the    0.92      0.62       0.72         1.00
+true nearest neighbour (L=40)
+================================ ========= ========== ============ ========
+
+A larger list does not help (recall saturates with ``L``), because the
+answers are *unreachable*: on WordNet 98% of the points have no in-edge;
+on the 10-D mixture the queries whose cluster is unreachable get recall
+0.01, those whose cluster is reachable 0.73. The cause is RobustPrune in
+hyperbolic geometry:
+
+1. **A central point prunes everything.** For two points ``p, v`` far out
+   in different directions the geodesic between them passes near the
+   origin, so a point ``h`` near the origin has ``d(h, v) < d(p, v)``
+   (by about ``d(p, h)``). RobustPrune keeps the nearest candidate and drops
+   every ``v`` with ``alpha d(h, v) <= d(p, v)``; once such an ``h`` is kept,
+   all candidates behind it go. On WordNet every out-list shrinks to one
+   edge: the points of out-degree 1 sit at median hyperbolic norm 12.2 and
+   their one neighbour at norm 0.4 (also with one pass at ``alpha=1.5``:
+   75% of the points; with ``R=32, L=64``: 86%). On the mixtures the outer
+   clusters do the same (35% of the 100-D points at out-degree 1 after an
+   ``alpha=1`` pass, at norm 8.5, neighbour at norm 0.6).
+2. **The reverse edges that would make them reachable are capped.** The hub
+   receives thousands of reverse edges, prunes them back to ``R`` and keeps
+   the nearest, so the outer points lose their only in-edges. Between
+   clusters the same cap drops the long edges first (RobustPrune keeps the
+   ``R`` nearest non-dominated candidates), so whole clusters become
+   islands.
+3. **The second pass cannot repair it.** Its greedy searches start from the
+   one medoid and only see the reachable core; the outer points never come
+   back as candidates. (At 100-D the local graph is also too sparse: from the
+   true nearest neighbour the search finds 0.62 of the answers.)
+
+Larger ``R``/``L`` do not remove the mechanism (recall 0.003 at ``L=100``
+on the 100-D mixture with ``R=32, L=64``).
+
+The design here
+---------------
+* **No pruning.** The graph is the (approximate) k-NN graph: each point keeps
+  its ``n_neighbors`` nearest by ``delta`` (``K = 24``), plus reverse edges
+  (up to ``max_degree = 40`` in all, nearest first). An outer point is
+  reachable from its own neighbours whatever lies between them and the
+  origin. The reverse edges matter at 100-D, where some points are in many
+  k-NN lists (Gaussian mixture 100-D, 50,000 points: recall@10 0.978 at
+  ``ef=32`` with ``max_degree=32``, 0.989 with 40). (Relative-neighbourhood pruning of this graph, keeping the 4 nearest,
+  brings the WordNet out-degree to 4.4, leaves 64% of the points without an
+  in-edge and caps recall at 0.976; without it 0.996.)
+* **k-NN by NN-descent** (Dong et al. 2011) in *pull* form: in a round every
+  point compares itself with the candidates of its candidates (new/old
+  flags, ``max_candidates = K`` sampled by a hash) and writes only its own
+  row, so the rounds run in parallel and the result does not depend on the
+  thread count. The initial rows come from 4 Apollonian partition trees
+  (:mod:`hypann.graph.partition_tree`; every pair sharing a leaf). Stops when
+  a round changes fewer than ``0.001 n K`` entries.
+* **Entry points from a partition tree, not one medoid.** A query descends
+  the tree (two Euclidean distances per level, no conformal factor) to a
+  leaf; the leaf's points (at most ``leaf_size``) and the pivots of the
+  last levels (nodes of at most ``8 leaf_size`` points) seed the search
+  list. The pivots matter on boundary-heavy data, where a tight cluster can
+  be cut by a split and the query's leaf holds no neighbour at all
+  (boundary-heavy 10-D, 5,000 points: recall 0.9895 at any ``ef`` without
+  them, 0.999 with them). Pivots of the upper levels are left out: they are
+  random, often central points, which on WordNet fill the list with hubs
+  and drop recall from 0.996 to 0.989.
+* **Bridges between components.** The k-NN graph of separated clusters is
+  disconnected (76 components on boundary-heavy 10-D, 5,000 points). When
+  it is, every point also links to its nearest leaf mates of other
+  components (4 at most, from the NN-descent trees).
+* **Copies.** At most ``max_degree // 2`` neighbours at ``delta = 0`` are kept
+  per point, so a group of exact duplicates links to the rest of the data.
+* **Search** is best-first with a sorted list of ``ef`` entries (the list of
+  :mod:`hypann.graph.vamana`), ranking by ``delta``; every reported
+  ``delta`` is the exact float64 value of the reported point.
+* **ef calibrated at build time.** Data differ in how many evaluations a
+  given recall costs, so ``ef=None`` picks the smallest ``ef`` of
+  ``10, 12, 16, 20, 24, 32, ...`` (doubling past 512, up to ``n``) whose
+  recall@10 on 256 indexed points, each searched with itself excluded
+  (leave-one-out: its own out-edges still help, its distance 0 does not),
+  reaches ``target_recall = 0.98``; held-out queries of the same data get
+  within ~0.01 of that. Picks 10 on trees and WordNet, 20 on the 100-D
+  mixture, and 512 on uniform 100-D data (20,000 points), where nearest
+  neighbours are only 2-3% nearer than a typical point and every method
+  needs to look at a large part of the data.
+
+Kernels: every parallel loop is a ``prange`` over fixed blocks whose body
+calls a serial function that writes only its own rows; buffers are
+allocated at their proven size (rows of ``K``, lists of ``ef``, trees of
+``2n`` nodes) and nothing grows inside a ``prange``.
+
+References
+----------
+Dong, Charikar, Li, *Efficient K-Nearest Neighbor Graph Construction for
+Generic Similarity Measures*, WWW 2011.
+Malkov & Yashunin, *Efficient and robust approximate nearest neighbor search
+using Hierarchical Navigable Small World graphs*, TPAMI 2018 (the ``ef``
+search list).
+Subramanya et al., *DiskANN*, NeurIPS 2019 (Vamana, RobustPrune).
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+
+import numba as nb
+import numpy as np
+
+from hypann._validation import check_positive_int, check_real, check_stored_points, check_stored_queries
+from hypann.geometry._kernels import brute_knn_delta, delta_row, insert_sorted, sq_dist_row
+from hypann.graph.partition_tree import build_forest, build_tree, mix_seed, split_key, splitmix64
+from hypann.graph.vamana import GraphSearchResult, _list_offer
+
+__all__ = ["HyperbolicGraphIndex", "GraphSearchResult"]
+
+logger = logging.getLogger(__name__)
+
+_NO_BUDGET = np.iinfo(np.int64).max
+# Points per block of the parallel loops (a block's work does not depend on the thread count).
+_CHUNK = 1024
+# NN-descent stops when a round changes fewer than this fraction of the n*K row entries.
+NN_DESCENT_TOL = 1e-3
+# Edges per point to the nearest leaf mates in other components of the k-NN graph.
+N_BRIDGES = 4
+# Pivots of tree nodes with at most this many leaves' worth of points seed the search.
+PIVOT_SEED_LEAVES = 8
+# Indexed points whose leave-one-out search calibrates the default ef, and their k.
+CALIBRATION_SIZE = 256
+CALIBRATION_K = 10
+# Search list sizes tried by the calibration, smallest first (then doubling up to n).
+EF_LADDER = (10, 12, 16, 20, 24, 32, 40, 48, 64, 80, 96, 128, 160, 192, 256, 384, 512)
+# Relative slack of the distance threshold in recall (ties near the boundary).
+RECALL_RTOL = 1e-12
+# Arrays that make up a fitted index (see ``to_arrays``).
+_STATE = ("points", "conformal", "neighbors", "tree_pivots", "tree_thresholds", "tree_children", "tree_ranges",
+          "tree_order", "settings", "recalls")
+
+
+# --------------------------------------------------------------------------- k-NN rows
+
+
+@nb.njit(cache=True, inline="always")
+def _row_insert(row_d, row_i, row_f, d, v):
+    """Insert ``v`` at ``delta`` ``d`` into a sorted k-NN row (if better than the last and new).
+
+    Returns True when the row changed; the inserted entry is flagged new.
+    """
+    K = row_d.shape[0]
+    if not d < row_d[K - 1]:
+        return False
+    for t in range(K):
+        if row_i[t] == v:
+            return False
+    pos = K - 1
+    while pos > 0 and row_d[pos - 1] > d:
+        row_d[pos] = row_d[pos - 1]
+        row_i[pos] = row_i[pos - 1]
+        row_f[pos] = row_f[pos - 1]
+        pos -= 1
+    row_d[pos] = d
+    row_i[pos] = v
+    row_f[pos] = True
+    return True
+
+
+@nb.njit(cache=True)
+def _init_row(p, points, conf, leaf_ranges, orders, max_members, seed, row_d, row_i, row_f, seen, tag):
+    """Fill the k-NN row of ``p`` from the leaves holding ``p`` in every tree, then random points."""
+    n = points.shape[0]
+    K = row_d.shape[0]
+    seen[p] = tag
+    for tr in range(orders.shape[0]):
+        lo = leaf_ranges[tr, p, 0]
+        hi = leaf_ranges[tr, p, 1]
+        size = hi - lo
+        take = min(size, max_members)
+        off = 0
+        if size > take:
+            off = np.int64(mix_seed(seed, p, tr) % np.uint64(size))
+        for s in range(take):
+            v = orders[tr, lo + (off + s) % size]
+            if seen[v] == tag:
+                continue
+            seen[v] = tag
+            _row_insert(row_d, row_i, row_f, delta_row(points[p], conf[p], points[v], conf[v]), v)
+    state = mix_seed(seed, p, 0x5EED)
+    tries = 0
+    while row_i[K - 1] < 0 and tries < 4 * K and n > 1:
+        state, z = splitmix64(state)
+        v = np.int64(z % np.uint64(n))
+        tries += 1
+        if seen[v] == tag:
+            continue
+        seen[v] = tag
+        _row_insert(row_d, row_i, row_f, delta_row(points[p], conf[p], points[v], conf[v]), v)
+
+
+@nb.njit(cache=True, parallel=True)
+def _init_graph(points, conf, K, leaf_ranges, orders, max_members, seed):
+    """Initial k-NN rows (``delta`` ascending, ids, new flags) of all points, in parallel blocks."""
+    n = points.shape[0]
+    row_d = np.full((n, K), np.inf)
+    row_i = np.full((n, K), -1, dtype=np.int64)
+    row_f = np.zeros((n, K), dtype=np.bool_)
+    n_chunks = (n + _CHUNK - 1) // _CHUNK
+    for ch in nb.prange(n_chunks):
+        seen = np.zeros(n, dtype=np.int64)
+        for p in range(ch * _CHUNK, min(n, (ch + 1) * _CHUNK)):
+            _init_row(p, points, conf, leaf_ranges, orders, max_members, seed, row_d[p], row_i[p], row_f[p],
+                      seen, p + 1)
+    return row_d, row_i, row_f
+
+
+@nb.njit(cache=True)
+def _candidates(row_d, row_i, row_f, C, seed, rnd):
+    """New and old candidate lists of NN-descent for one round (serial, deterministic).
+
+    ``new[p]`` holds up to ``C`` neighbours of ``p`` flagged new plus reverse
+    neighbours ``q`` (``p`` in the row of ``q``) whose entry is new; ``old[p]``
+    the same for entries not new. When more than ``C`` qualify, the ``C``
+    with the smallest hash priority ``h(seed, round, p, q)`` are kept (a
+    random sample). Forward entries that made it into ``new`` are flagged old.
+    """
+    n, K = row_i.shape
+    new_i = np.full((n, C), -1, dtype=np.int64)
+    old_i = np.full((n, C), -1, dtype=np.int64)
+    new_h = np.full((n, C), np.iinfo(np.int64).max, dtype=np.int64)
+    old_h = np.full((n, C), np.iinfo(np.int64).max, dtype=np.int64)
+    for p in range(n):
+        for j in range(K):
+            q = row_i[p, j]
+            if q < 0:
+                break
+            h = np.int64(mix_seed(seed, rnd * n + p, q) >> np.uint64(1))
+            if row_f[p, j]:
+                _keep_smallest(new_h[p], new_i[p], h, q)
+                _keep_smallest(new_h[q], new_i[q], h, p)
+            else:
+                _keep_smallest(old_h[p], old_i[p], h, q)
+                _keep_smallest(old_h[q], old_i[q], h, p)
+    for p in range(n):
+        for j in range(K):
+            q = row_i[p, j]
+            if q < 0:
+                break
+            if row_f[p, j]:
+                for t in range(C):
+                    if new_i[p, t] == q:
+                        row_f[p, j] = False
+                        break
+    return new_i, old_i
+
+
+@nb.njit(cache=True, inline="always")
+def _keep_smallest(keys, ids, key, ident):
+    """Keep the ``len(keys)`` smallest keys (ascending list); ignore ``ident`` already present."""
+    if key >= keys[keys.shape[0] - 1]:
+        return
+    for t in range(keys.shape[0]):
+        if ids[t] == ident:
+            return
+    insert_sorted(keys, ids, key, ident)
+
+
+@nb.njit(cache=True)
+def _refine_row(p, points, conf, new_i, old_i, row_d, row_i, row_f, seen, tag):
+    """Pull step of NN-descent for ``p``: try the candidates of its candidates.
+
+    Compares ``p`` with every ``v`` in ``new[u]`` for ``u`` in ``new[p]`` or
+    ``old[p]``, and with every ``v`` in ``old[u]`` for ``u`` in ``new[p]``
+    (each pair has at least one new link, as in the local join). Only the row
+    of ``p`` is written. Returns the number of insertions.
+    """
+    C = new_i.shape[1]
+    changed = 0
+    seen[p] = tag
+    for side in range(2):
+        for a in range(C):
+            u = new_i[p, a] if side == 0 else old_i[p, a]
+            if u < 0:
+                continue
+            for lists in range(2 if side == 0 else 1):
+                for b in range(C):
+                    v = new_i[u, b] if lists == 0 else old_i[u, b]
+                    if v < 0:
+                        continue
+                    if seen[v] == tag:
+                        continue
+                    seen[v] = tag
+                    d = delta_row(points[p], conf[p], points[v], conf[v])
+                    if _row_insert(row_d, row_i, row_f, d, v):
+                        changed += 1
+    return changed
+
+
+@nb.njit(cache=True, parallel=True)
+def _refine(points, conf, new_i, old_i, row_d, row_i, row_f):
+    """One NN-descent round over all points (parallel blocks, each point writes its own row).
+
+    Reads only the candidate lists (frozen for the round), so the result does
+    not depend on the thread count. Returns the number of row insertions.
+    """
+    n = points.shape[0]
+    n_chunks = (n + _CHUNK - 1) // _CHUNK
+    counts = np.zeros(n_chunks, dtype=np.int64)
+    for ch in nb.prange(n_chunks):
+        seen = np.zeros(n, dtype=np.int64)
+        c = 0
+        for p in range(ch * _CHUNK, min(n, (ch + 1) * _CHUNK)):
+            c += _refine_row(p, points, conf, new_i, old_i, row_d[p], row_i[p], row_f[p], seen, p + 1)
+        counts[ch] = c
+    return counts.sum()
+
+
+def nn_descent(points, conf, K, *, n_trees, leaf_size, max_candidates, max_rounds, tol, seed, return_forest=False):
+    """Approximate ``K`` nearest neighbours of every point (ids int64 and ``delta``, ascending).
+
+    Initial rows come from ``n_trees`` Apollonian partition trees (every pair
+    sharing a leaf), then NN-descent rounds in pull form until fewer than
+    ``tol * n * K`` rows entries change (or ``max_rounds``). With
+    ``return_forest`` the leaves of the trees (``leaf_ranges, orders`` of
+    :func:`~hypann.graph.partition_tree.build_forest`) are returned too.
+    """
+    n = points.shape[0]
+    seeds = np.array([int(mix_seed(seed, 7, t)) for t in range(n_trees)], dtype=np.uint64)
+    leaf_ranges, orders = build_forest(points, leaf_size, seeds)
+    row_d, row_i, row_f = _init_graph(points, conf, K, leaf_ranges, orders, 2 * leaf_size, np.uint64(seed))
+    for rnd in range(max_rounds):
+        new_i, old_i = _candidates(row_d, row_i, row_f, max_candidates, np.uint64(seed), rnd)
+        changed = _refine(points, conf, new_i, old_i, row_d, row_i, row_f)
+        logger.debug("nn-descent round %d: %d changes", rnd, changed)
+        if changed <= tol * n * K:
+            break
+    if return_forest:
+        return row_i, row_d, leaf_ranges, orders
+    return row_i, row_d
+
+
+@nb.njit(cache=True)
+def _find(parent, x):
+    while parent[x] != x:
+        parent[x] = parent[parent[x]]
+        x = parent[x]
+    return x
+
+
+@nb.njit(cache=True)
+def components(row_i):
+    """Connected components of the k-NN graph taken as undirected (union-find, serial).
+
+    Returns a component id per point (the smallest point id of the component).
+    """
+    n, K = row_i.shape
+    parent = np.arange(n)
+    for p in range(n):
+        for j in range(K):
+            v = row_i[p, j]
+            if v < 0:
+                break
+            a = _find(parent, p)
+            b = _find(parent, v)
+            if a < b:
+                parent[b] = a
+            elif b < a:
+                parent[a] = b
+    comp = np.empty(n, dtype=np.int64)
+    for p in range(n):
+        comp[p] = _find(parent, p)
+    return comp
+
+
+@nb.njit(cache=True)
+def _bridge_row(p, points, conf, comp, leaf_ranges, orders, max_members, seed, out_d, out_i):
+    """Nearest points of *other* components among the leaf mates of ``p`` in every tree."""
+    for tr in range(orders.shape[0]):
+        lo = leaf_ranges[tr, p, 0]
+        hi = leaf_ranges[tr, p, 1]
+        size = hi - lo
+        take = min(size, max_members)
+        off = 0
+        if size > take:
+            off = np.int64(mix_seed(seed, p, tr) % np.uint64(size))
+        for s in range(take):
+            v = orders[tr, lo + (off + s) % size]
+            if comp[v] == comp[p]:
+                continue
+            d = delta_row(points[p], conf[p], points[v], conf[v])
+            if d < out_d[out_d.shape[0] - 1]:
+                _keep_smallest(out_d, out_i, d, v)
+
+
+@nb.njit(cache=True, parallel=True)
+def _bridges(points, conf, comp, leaf_ranges, orders, n_bridges, max_members, seed):
+    """Up to ``n_bridges`` edges per point to the nearest points of other components sharing a leaf."""
+    n = points.shape[0]
+    out_i = np.full((n, n_bridges), -1, dtype=np.int64)
+    out_d = np.full((n, n_bridges), np.inf)
+    for p in nb.prange(n):
+        _bridge_row(p, points, conf, comp, leaf_ranges, orders, max_members, seed, out_d[p], out_i[p])
+    return out_i, out_d
+
+
+# --------------------------------------------------------------------------- search graph
+
+
+@nb.njit(cache=True)
+def _search_graph(row_i, row_d, bridge_i, max_degree, max_copies):
+    """Adjacency of the search graph: each k-NN row merged with its reverse edges.
+
+    Point ``p`` links to its k-NN row and to the points whose rows hold ``p``
+    (reverse edges), nearest first, without repeats, at most ``max_degree``
+    in all; reverse edges of a point are limited to its ``max_degree`` nearest
+    (kept in a sorted list, so no buffer grows). At most ``max_copies``
+    neighbours at ``delta = 0`` (exact copies of ``p``) are kept, so a group of
+    copies larger than a row still links to the rest of the data. Serial: the
+    reverse lists are gathered in point order (deterministic).
+    """
+    n, K = row_i.shape
+    rev_i = np.full((n, max_degree), -1, dtype=np.int64)
+    rev_d = np.full((n, max_degree), np.inf)
+    for p in range(n):
+        for j in range(K):
+            v = row_i[p, j]
+            if v < 0:
+                break
+            d = row_d[p, j]
+            if d < rev_d[v, max_degree - 1]:
+                insert_sorted(rev_d[v], rev_i[v], d, p)
+    nbrs = np.full((n, max_degree), -1, dtype=np.int32)
+    for p in range(n):
+        a = 0
+        b = 0
+        c = 0
+        copies = 0
+        for t in range(bridge_i.shape[1]):
+            if bridge_i[p, t] >= 0 and c < max_degree:
+                nbrs[p, c] = bridge_i[p, t]
+                c += 1
+        while c < max_degree:
+            has_fwd = a < K and row_i[p, a] >= 0
+            has_rev = b < max_degree and rev_i[p, b] >= 0
+            if not (has_fwd or has_rev):
+                break
+            if has_fwd and (not has_rev or row_d[p, a] <= rev_d[p, b]):
+                v = row_i[p, a]
+                d = row_d[p, a]
+                a += 1
+            else:
+                v = rev_i[p, b]
+                d = rev_d[p, b]
+                b += 1
+            if d == 0.0:
+                if copies >= max_copies:
+                    continue
+            dup = False
+            for t in range(c):
+                if nbrs[p, t] == v:
+                    dup = True
+                    break
+            if dup:
+                continue
+            if d == 0.0:
+                copies += 1
+            nbrs[p, c] = v
+            c += 1
+    return nbrs
+
+
+# --------------------------------------------------------------------------- search
+
+
+@nb.njit(cache=True)
+def _search_one(points, conf, nbrs, pivots, thresholds, children, ranges, order, n_seeds, pivot_node_size, q, cq, ef,
+                budget,
+                exclude, seen, tag, lst_d, lst_i, lst_e):
+    """Best-first search for ``q`` with a list of ``ef`` entries, seeded from the tree leaf of ``q``.
+
+    Fills ``lst_d/lst_i`` (ascending, ``inf``/-1 pad) and returns the number
+    of distance evaluations (at most ``budget``).
+    """
+    for t in range(ef):
+        lst_d[t] = np.inf
+        lst_i[t] = -1
+        lst_e[t] = False
+    if exclude >= 0:
+        seen[exclude] = tag
+    size = 0
+    cnt = 0
+    # descend the tree; the pivots met on the way are seeds too (their |q-x|^2 is
+    # computed for the side test anyway): deep pivots lie near q even when q
+    # falls on the wrong side of a split (see the module docstring)
+    node = 0
+    while children[node, 0] >= 0:
+        a = pivots[node, 0]
+        b = pivots[node, 1]
+        da = sq_dist_row(q, points[a])
+        db = sq_dist_row(q, points[b])
+        local = ranges[node, 1] - ranges[node, 0] <= pivot_node_size
+        for side in range(2):
+            u = a if side == 0 else b
+            if local and seen[u] != tag and cnt < budget:
+                seen[u] = tag
+                cnt += 1
+                dd = (da if side == 0 else db) / (cq * conf[u])
+                size, _ = _list_offer(lst_d, lst_i, lst_e, size, ef, dd, u)
+        node = children[node, 0] if split_key(da, db) <= thresholds[node] else children[node, 1]
+    lo = ranges[node, 0]
+    hi = min(ranges[node, 1], lo + n_seeds)
+    for s in range(lo, hi):
+        if cnt >= budget:
+            break
+        u = order[s]
+        if seen[u] == tag:
+            continue
+        seen[u] = tag
+        cnt += 1
+        size, _ = _list_offer(lst_d, lst_i, lst_e, size, ef, delta_row(q, cq, points[u], conf[u]), u)
+    cur = 0
+    deg = nbrs.shape[1]
+    while cur < size and cnt < budget:
+        p = lst_i[cur]
+        lst_e[cur] = True
+        low = size
+        for s in range(deg):
+            u = nbrs[p, s]
+            if u < 0:
+                break
+            if seen[u] == tag:
+                continue
+            if cnt >= budget:
+                break
+            seen[u] = tag
+            cnt += 1
+            size, pos = _list_offer(lst_d, lst_i, lst_e, size, ef, delta_row(q, cq, points[u], conf[u]), u)
+            if 0 <= pos < low:
+                low = pos
+        cur = low if low <= cur else cur + 1
+        while cur < size and lst_e[cur]:
+            cur += 1
+    return cnt
+
+
+@nb.njit(cache=True, parallel=True)
+def _search(points, conf, nbrs, pivots, thresholds, children, ranges, order, n_seeds, pivot_node_size, queries, q_conf,
+            k, ef, budget, exclude, n_chunks):
+    """Search every query (:func:`_search_one`), parallel over chunks of queries.
+
+    Each chunk owns its ``seen`` tags (``n``) and a search list (``ef``);
+    ``exclude[i] >= 0`` hides that point from query ``i`` (leave-one-out).
+    """
+    m = queries.shape[0]
+    n = points.shape[0]
+    out_d = np.full((m, k), np.inf)
+    out_i = np.full((m, k), -1, dtype=np.int64)
+    samples = np.zeros(m, dtype=np.int64)
+    per = (m + n_chunks - 1) // n_chunks
+    for ch in nb.prange(n_chunks):
+        seen = np.zeros(n, dtype=np.int64)
+        lst_d = np.empty(ef)
+        lst_i = np.empty(ef, dtype=np.int64)
+        lst_e = np.empty(ef, dtype=np.bool_)
+        for i in range(ch * per, min(m, (ch + 1) * per)):
+            samples[i] = _search_one(points, conf, nbrs, pivots, thresholds, children, ranges, order, n_seeds,
+                                     pivot_node_size, queries[i], q_conf[i], ef, budget[i], exclude[i], seen, i + 1,
+                                     lst_d, lst_i, lst_e)
+            for t in range(k):
+                out_d[i, t] = lst_d[t]
+                out_i[i, t] = lst_i[t]
+    return out_i, out_d, samples
+
+
+# --------------------------------------------------------------------------- calibration
+
+
+def _leave_one_out_truth(points, conf, sample, k):
+    """Exact ``k`` nearest ``delta`` of each sampled point among the *other* points (ascending)."""
+    ids, deltas = brute_knn_delta(points[sample], conf[sample], points, conf, k + 1)
+    drop = ids == sample[:, None]
+    missing = ~drop.any(axis=1)  # more than k+1 copies: self may be left out; drop the last
+    drop[missing, k] = True
+    return deltas[~drop].reshape(len(sample), k)
+
+
+def _calibrate_ef(index, sample, truth, target):
+    """Smallest ``ef`` of :data:`EF_LADDER` (then doubling up to ``n``) whose leave-one-out recall reaches ``target``.
+
+    Returns ``(ef, recall)``; the largest ``ef`` tried when none reaches it.
+    """
+    n = index.n_points_
+    k = truth.shape[1]
+    queries = index.points_[sample]
+    q_conf = index.conformal_[sample]
+    thresh = truth[:, k - 1 : k] * (1.0 + RECALL_RTOL)
+    ladder = [e for e in EF_LADDER if e < n]
+    e = EF_LADDER[-1]
+    while e < n:
+        e *= 2
+        ladder.append(min(e, n))
+    ladder = [max(e, k) for e in ladder] or [max(n, k)]
+    rec = 0.0
+    for ef in ladder:
+        ids, deltas, _ = index._run(queries, q_conf, k, ef, None, sample)
+        rec = float(np.mean(np.sum(deltas <= thresh, axis=1)) / k)
+        if rec >= target:
+            return ef, rec
+    return ladder[-1], rec
+
+
+# --------------------------------------------------------------------------- index
+
+
+class HyperbolicGraphIndex:
+    """k-NN graph of Poincare points, searched best-first from partition-tree entry points.
+
+    Parameters
+    ----------
+    n_neighbors : int, default 24
+        ``K``: neighbours per point in the k-NN graph (NN-descent).
+    max_degree : int, default 40
+        Largest out-degree of the search graph (k-NN row plus reverse edges).
+    ef : int, optional
+        Default search list size. ``None`` (default): calibrated at build
+        time, the smallest ``ef`` whose leave-one-out recall@10 on
+        ``calibration_size`` indexed points reaches ``target_recall``
+        (stored as ``ef_``).
+    target_recall : float, default 0.98
+        Recall@10 the calibrated ``ef`` reaches on the leave-one-out sample.
+    leaf_size : int, default 32
+        Points per leaf of the partition trees; the search starts from the
+        (at most ``leaf_size``) points of the query's leaf.
+    n_trees : int, default 4
+        Partition trees that seed NN-descent.
+    max_rounds : int, default 16
+        Largest number of NN-descent rounds.
+    random_state : int, default 0
+        Seed of every random choice; the graph is a function of the seed and
+        the points only (not of the number of threads).
+
+    Attributes
+    ----------
+    neighbors_ : ndarray of shape (n, max_degree), int32
+        Out-neighbours of each point, nearest first, ``-1`` padded.
+    ef_ : int
+        Default search list size (``ef`` or the calibrated value).
+    calibration_recall_ : float
+        Leave-one-out recall@10 at ``ef_`` (``nan`` when ``ef`` was given).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from hypann.geometry._kernels import conformal_factor
+    >>> X = np.random.default_rng(0).uniform(-0.5, 0.5, (500, 3))
+    >>> index = HyperbolicGraphIndex().build(X, conformal_factor(X))
+    >>> ids, deltas, samples = index.search(X[:2], conformal_factor(X[:2]), 1)
+    >>> ids[:, 0].tolist()
+    [0, 1]
+    """
+
+    def __init__(self, *, n_neighbors=24, max_degree=40, ef=None, target_recall=0.98, leaf_size=32, n_trees=4,
+                 max_rounds=16, random_state=0):
+        self.n_neighbors = n_neighbors
+        self.max_degree = max_degree
+        self.ef = ef
+        self.target_recall = target_recall
+        self.leaf_size = leaf_size
+        self.n_trees = n_trees
+        self.max_rounds = max_rounds
+        self.random_state = random_state
+
+    def _check_settings(self):
+        K = check_positive_int(self.n_neighbors, "n_neighbors")
+        D = check_positive_int(self.max_degree, "max_degree")
+        if D < K:
+            raise ValueError(f"max_degree must be >= n_neighbors ({K}), got max_degree={D}")
+        ef = check_positive_int(self.ef, "ef", allow_none=True)
+        target = check_real(self.target_recall, "target_recall", low=0.0, high=1.0, low_open=True)
+        check_positive_int(self.leaf_size, "leaf_size")
+        check_positive_int(self.n_trees, "n_trees")
+        check_positive_int(self.max_rounds, "max_rounds")
+        rs = self.random_state
+        if isinstance(rs, bool) or not isinstance(rs, (int, np.integer)) or rs < 0:
+            raise ValueError(f"random_state must be a non-negative integer, got random_state={rs!r}")
+        return K, D, ef, target
+
+    def build(self, points, conformal):
+        """Build the graph on validated float64 ``points`` (n, d) with their stored ``conformal``.
+
+        Returns
+        -------
+        self
+        """
+        K, D, ef, target = self._check_settings()
+        points, conformal = check_stored_points(points, conformal)
+        n = points.shape[0]
+        seed = int(self.random_state) & 0xFFFFFFFFFFFFFFFF
+        K = min(K, max(n - 1, 1))
+        row_i, row_d, leaf_ranges, orders = nn_descent(
+            points, conformal, K, n_trees=self.n_trees, leaf_size=self.leaf_size, max_candidates=K,
+            max_rounds=self.max_rounds, tol=NN_DESCENT_TOL, seed=seed, return_forest=True)
+        comp = components(row_i)
+        n_comp = int(np.count_nonzero(comp == np.arange(n)))
+        if n_comp > 1:
+            bridge_i, _ = _bridges(points, conformal, comp, leaf_ranges, orders, min(N_BRIDGES, D),
+                                   2 * self.leaf_size, np.uint64(seed))
+        else:
+            bridge_i = np.full((n, 0), -1, dtype=np.int64)
+        self.neighbors_ = _search_graph(row_i, row_d, bridge_i, D, max(1, D // 2))
+        self.n_components_ = n_comp
+        tree = build_tree(points, self.leaf_size, np.uint64(mix_seed(np.uint64(seed), 11, 0)))
+        self.tree_pivots_, self.tree_thresholds_, self.tree_children_, self.tree_ranges_, self.tree_order_ = tree
+        self.points_ = points
+        self.conformal_ = conformal
+        self.n_points_, self.dim_ = points.shape
+        if ef is not None:
+            self.ef_ = ef
+            self.calibration_recall_ = float("nan")
+        elif n < 2:
+            self.ef_ = EF_LADDER[0]
+            self.calibration_recall_ = float("nan")
+        else:
+            rng = np.random.default_rng(seed)
+            sample = np.sort(rng.choice(n, size=min(n, CALIBRATION_SIZE), replace=False)).astype(np.int64)
+            truth = _leave_one_out_truth(points, conformal, sample, min(CALIBRATION_K, n - 1))
+            self.ef_, self.calibration_recall_ = _calibrate_ef(self, sample, truth, target)
+            if self.calibration_recall_ < target:
+                logger.warning("graph ef calibration: recall %.3f < target %.3f even at ef=%d",
+                               self.calibration_recall_, target, self.ef_)
+        logger.debug("graph built: n=%d K=%d max_degree=%d ef_=%d (calibration recall %.3f)",
+                     n, K, D, self.ef_, self.calibration_recall_)
+        return self
+
+    def _run(self, queries, q_conformal, k, ef, budget, exclude):
+        m = queries.shape[0]
+        b = np.full(m, _NO_BUDGET if budget is None else budget, dtype=np.int64)
+        ex = np.full(m, -1, dtype=np.int64) if exclude is None else np.ascontiguousarray(exclude, dtype=np.int64)
+        n_chunks = max(1, min(m, 4 * nb.get_num_threads()))
+        return _search(self.points_, self.conformal_, self.neighbors_, self.tree_pivots_, self.tree_thresholds_,
+                       self.tree_children_, self.tree_ranges_, self.tree_order_, self.leaf_size,
+                       PIVOT_SEED_LEAVES * self.leaf_size, queries, q_conformal, k, max(ef, k), b, ex, n_chunks)
+
+    def search(self, queries, q_conformal, k, *, ef=None, budget=None, L=None) -> GraphSearchResult:
+        """Best-first search with a list of ``ef`` entries from the tree leaf of each query.
+
+        Parameters
+        ----------
+        queries : ndarray of shape (m, d)
+        q_conformal : ndarray of shape (m,)
+            Stored ``1-|q|^2`` of the queries.
+        k : int
+        ef : int, optional
+            Search list size; ``max(ef, k)`` is used. Larger is slower and
+            more accurate. Default: ``ef_``.
+        budget : int, optional
+            Hard limit on the distance evaluations per query.
+        L : int, optional
+            Deprecated alias of ``ef``.
+
+        Returns
+        -------
+        GraphSearchResult
+            ``(ids, deltas, samples)``, ids int64 (m, k), deltas ascending.
+        """
+        self._check_fitted()
+        k = check_positive_int(k, "k")
+        if L is not None:
+            if ef is not None:
+                raise ValueError(f"give ef or its deprecated alias L, not both (ef={ef!r}, L={L!r})")
+            warnings.warn("L is deprecated for the graph search; use ef (the search list size)",
+                          DeprecationWarning, stacklevel=2)
+            ef = L
+            name = "L"
+        else:
+            name = "ef"
+        ef = self.ef_ if ef is None else check_positive_int(ef, name)
+        budget = None if budget is None else _check_budget(budget)
+        queries, q_conformal = check_stored_queries(queries, q_conformal, self.dim_)
+        ids, deltas, samples = self._run(queries, q_conformal, k, ef, budget, None)
+        return GraphSearchResult(ids, deltas, samples)
+
+    # -- state ------------------------------------------------------------
+    def to_arrays(self) -> dict:
+        """The fitted index as a dict of arrays (for :func:`numpy.savez`); see :meth:`from_arrays`."""
+        self._check_fitted()
+        return {
+            "points": self.points_,
+            "conformal": self.conformal_,
+            "neighbors": self.neighbors_,
+            "tree_pivots": self.tree_pivots_,
+            "tree_thresholds": self.tree_thresholds_,
+            "tree_children": self.tree_children_,
+            "tree_ranges": self.tree_ranges_,
+            "tree_order": self.tree_order_,
+            "settings": np.array([self.n_neighbors, self.max_degree, -1 if self.ef is None else self.ef,
+                                  self.leaf_size, self.n_trees, self.max_rounds, self.random_state, self.ef_],
+                                 dtype=np.int64),
+            "recalls": np.array([self.target_recall, self.calibration_recall_]),
+        }
+
+    @classmethod
+    def from_arrays(cls, arrays):
+        """Rebuild a fitted index from :meth:`to_arrays` output (or an ``np.load`` of it)."""
+        missing = [name for name in _STATE if name not in arrays]
+        if missing:
+            raise ValueError(f"not a HyperbolicGraphIndex state: missing arrays {missing}")
+        settings = np.asarray(arrays["settings"])
+        if settings.shape != (8,):
+            raise ValueError(f"settings must have shape (8,), got {settings.shape}")
+        K, D, ef, leaf_size, n_trees, max_rounds, random_state, ef_ = (int(v) for v in settings)
+        target, calib = (float(v) for v in np.asarray(arrays["recalls"]))
+        index = cls(n_neighbors=K, max_degree=D, ef=None if ef < 0 else ef, target_recall=target,
+                    leaf_size=leaf_size, n_trees=n_trees, max_rounds=max_rounds, random_state=random_state)
+        index.points_ = np.ascontiguousarray(arrays["points"], dtype=np.float64)
+        index.conformal_ = np.ascontiguousarray(arrays["conformal"], dtype=np.float64)
+        index.neighbors_ = np.ascontiguousarray(arrays["neighbors"], dtype=np.int32)
+        index.tree_pivots_ = np.ascontiguousarray(arrays["tree_pivots"], dtype=np.int64)
+        index.tree_thresholds_ = np.ascontiguousarray(arrays["tree_thresholds"], dtype=np.float64)
+        index.tree_children_ = np.ascontiguousarray(arrays["tree_children"], dtype=np.int64)
+        index.tree_ranges_ = np.ascontiguousarray(arrays["tree_ranges"], dtype=np.int64)
+        index.tree_order_ = np.ascontiguousarray(arrays["tree_order"], dtype=np.int64)
+        index.ef_ = ef_
+        index.calibration_recall_ = calib
+        index.n_points_, index.dim_ = index.points_.shape
+        _check_state(index)
+        return index
+
+    @property
+    def nbytes(self) -> int:
+        """Memory of the graph and the entry tree (bytes), not counting the points."""
+        if not hasattr(self, "neighbors_"):
+            return 0
+        return int(sum(a.nbytes for a in (self.neighbors_, self.tree_pivots_, self.tree_thresholds_,
+                                            self.tree_children_, self.tree_ranges_, self.tree_order_)))
+
+    def _check_fitted(self):
+        if not hasattr(self, "neighbors_"):
+            raise ValueError(f"this {type(self).__name__} is not built yet; call build(points, conformal) first")
+
+    def __repr__(self):
+        fitted = f", n_points={self.n_points_}, dim={self.dim_}, ef_={self.ef_}" if hasattr(self, "neighbors_") else ""
+        return (f"{type(self).__name__}(n_neighbors={self.n_neighbors}, max_degree={self.max_degree}, ef={self.ef}, "
+                f"target_recall={self.target_recall}, leaf_size={self.leaf_size}, n_trees={self.n_trees}, "
+                f"max_rounds={self.max_rounds}, random_state={self.random_state}{fitted})")
+
+
+def _check_budget(budget):
+    if isinstance(budget, bool) or not isinstance(budget, (int, np.integer)) or budget < 0:
+        raise ValueError(f"budget must be None or a non-negative integer, got budget={budget!r}")
+    return int(budget)
+
+
+def _check_state(index):
+    """Shapes and id ranges of a restored index (a corrupt file must not crash a kernel)."""
+    n = index.n_points_
+    n_nodes = index.tree_pivots_.shape[0]
+    problems = []
+    if index.conformal_.shape != (n,):
+        problems.append(f"conformal has shape {index.conformal_.shape}, expected ({n},)")
+    if index.neighbors_.shape != (n, index.max_degree):
+        problems.append(f"neighbors has shape {index.neighbors_.shape}, expected ({n}, {index.max_degree})")
+    elif index.neighbors_.size and (index.neighbors_.min() < -1 or index.neighbors_.max() >= n):
+        problems.append("neighbors holds ids outside [-1, n)")
+    if index.tree_order_.shape != (n,) or not np.array_equal(np.sort(index.tree_order_), np.arange(n)):
+        problems.append("tree_order is not a permutation of the points")
+    if (index.tree_thresholds_.shape != (n_nodes,) or index.tree_children_.shape != (n_nodes, 2)
+            or index.tree_ranges_.shape != (n_nodes, 2) or index.tree_pivots_.shape != (n_nodes, 2) or n_nodes < 1):
+        problems.append("tree arrays have inconsistent shapes")
+    else:
+        ch = index.tree_children_
+        internal = ch[:, 0] >= 0
+        if (ch.min() < -1 or ch.max() >= n_nodes or np.any(ch[internal] <= np.flatnonzero(internal)[:, None])
+                or np.any((ch[:, 0] < 0) != (ch[:, 1] < 0))):
+            problems.append("tree_children is not a tree")
+        piv = index.tree_pivots_[internal]
+        if piv.size and (piv.min() < 0 or piv.max() >= n):
+            problems.append("tree_pivots holds ids outside [0, n)")
+        r = index.tree_ranges_
+        if r.size and (r.min() < 0 or r.max() > n or np.any(r[:, 0] > r[:, 1])):
+            problems.append("tree_ranges outside [0, n]")
+    if index.ef_ < 1:
+        problems.append(f"ef_ must be >= 1, got {index.ef_}")
+    if problems:
+        raise ValueError("not a valid HyperbolicGraphIndex state: " + "; ".join(problems))

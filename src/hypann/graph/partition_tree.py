@@ -1,0 +1,200 @@
+"""Apollonian partition trees of Poincare points: entry points and initial candidates for graphs.
+
+A node of the tree splits its points with two pivots ``a, b`` (points of the
+node) and a threshold ``t``: a point ``x`` goes left when
+
+.. math::
+
+    \\|x - a\\|^2 \\le t \\, \\|x - b\\|^2 ,
+
+and ``t`` is the median of ``|x-a|^2 / |x-b|^2`` over the node, so the two
+children hold half the points each (ties are split by position). The
+surfaces ``|x-a| = sqrt(t) |x-b|`` are Apollonian spheres, and since
+
+.. math::
+
+    \\frac{\\delta(x, a)}{\\delta(x, b)} = \\frac{\\|x-a\\|^2 (1-\\|b\\|^2)}{\\|x-b\\|^2 (1-\\|a\\|^2)}
+
+they are also level sets of ``delta(x, a) / delta(x, b)``, with
+``delta(x, y) = |x-y|^2/((1-|x|^2)(1-|y|^2))`` the monotone surrogate of the
+Poincare distance: a split separates the points nearer ``a`` (in the
+hyperbolic sense, relative to ``b``) from those nearer ``b``, at every scale
+and at any distance from the boundary (the test never forms ``1-|x|^2``).
+It is the hyperbolic counterpart of a random-projection tree split (Dasgupta
+& Freund 2008; pynndescent splits on the Euclidean bisector of two random
+points). Pivots are two distinct random points of the node; a node whose
+points are all identical becomes a leaf of any size.
+
+Leaves hold at most ``leaf_size`` points (or identical points only). A tree
+is a set of flat arrays (below), built serially for one seed; several trees
+build in parallel, each from its own seed, so the result does not depend on
+the thread count.
+
+References
+----------
+Dasgupta & Freund, *Random projection trees and low dimensional manifolds*,
+STOC 2008.
+"""
+
+from __future__ import annotations
+
+import numba as nb
+import numpy as np
+
+from hypann.geometry._kernels import sq_dist_row
+
+# Random pivot pairs tried before scanning the node for a point distinct from ``a``.
+_PIVOT_DRAWS = 8
+
+
+@nb.njit(cache=True, inline="always")
+def splitmix64(state):
+    """One step of splitmix64: returns ``(new_state, 64-bit output)`` as uint64."""
+    state = state + np.uint64(0x9E3779B97F4A7C15)
+    z = state
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return state, z ^ (z >> np.uint64(31))
+
+
+@nb.njit(cache=True, inline="always")
+def mix_seed(seed, a, b):
+    """A uint64 stream state from a seed and two integers (a hash, not a sequence)."""
+    s = np.uint64(seed) ^ (np.uint64(a) * np.uint64(0xD1B54A32D192ED03))
+    s, z = splitmix64(s)
+    s = z ^ (np.uint64(b) * np.uint64(0x8CB92BA72F3D8DD7))
+    s, z = splitmix64(s)
+    return z
+
+
+@nb.njit(cache=True)
+def build_tree(points, leaf_size, seed):
+    """One Apollonian partition tree (see module docstring).
+
+    Returns
+    -------
+    pivots : ndarray (n_nodes, 2), int64
+        Pivot ids of internal nodes (``-1`` at leaves).
+    thresholds : ndarray (n_nodes,)
+    children : ndarray (n_nodes, 2), int64
+        Left and right child (``-1`` at leaves).
+    ranges : ndarray (n_nodes, 2), int64
+        ``order[ranges[v, 0]:ranges[v, 1]]`` are the points under node ``v``.
+    order : ndarray (n,), int64
+        Point ids grouped by leaf.
+    """
+    n = points.shape[0]
+    # A binary tree whose leaves are non-empty and disjoint has at most n
+    # leaves, hence at most 2n - 1 nodes: the arrays never overflow.
+    cap = 2 * n
+    pivots = np.full((cap, 2), -1, dtype=np.int64)
+    thresholds = np.zeros(cap)
+    children = np.full((cap, 2), -1, dtype=np.int64)
+    ranges = np.zeros((cap, 2), dtype=np.int64)
+    order = np.arange(n, dtype=np.int64)
+    keys = np.empty(n)
+    stack = np.empty(cap, dtype=np.int64)  # node ids waiting to be split, at most n_nodes
+    state = np.uint64(seed)
+    ranges[0, 0] = 0
+    ranges[0, 1] = n
+    n_nodes = 1
+    top = 0
+    stack[top] = 0
+    top += 1
+    while top > 0:
+        top -= 1
+        node = stack[top]
+        lo = ranges[node, 0]
+        hi = ranges[node, 1]
+        size = hi - lo
+        if size <= leaf_size:
+            continue
+        a = -1
+        b = -1
+        for _ in range(_PIVOT_DRAWS):
+            state, z = splitmix64(state)
+            ca = order[lo + np.int64(z % np.uint64(size))]
+            state, z = splitmix64(state)
+            cb = order[lo + np.int64(z % np.uint64(size))]
+            if sq_dist_row(points[ca], points[cb]) > 0.0:
+                a = ca
+                b = cb
+                break
+        if a < 0:
+            a = order[lo]
+            for t in range(lo + 1, hi):
+                if sq_dist_row(points[a], points[order[t]]) > 0.0:
+                    b = order[t]
+                    break
+            if b < 0:
+                continue  # all points identical: a leaf of any size
+        for t in range(lo, hi):
+            x = points[order[t]]
+            da = sq_dist_row(x, points[a])
+            db = sq_dist_row(x, points[b])
+            keys[t] = split_key(da, db)
+        srt = np.argsort(keys[lo:hi], kind="mergesort")
+        block = order[lo:hi].copy()
+        for t in range(size):
+            order[lo + t] = block[srt[t]]
+        mid = lo + size // 2
+        pivots[node, 0] = a
+        pivots[node, 1] = b
+        thresholds[node] = keys[lo + srt[size // 2 - 1]]
+        for side in range(2):
+            child = n_nodes
+            n_nodes += 1
+            children[node, side] = child
+            ranges[child, 0] = lo if side == 0 else mid
+            ranges[child, 1] = mid if side == 0 else hi
+            stack[top] = child
+            top += 1
+    m = n_nodes
+    return pivots[:m].copy(), thresholds[:m].copy(), children[:m].copy(), ranges[:m].copy(), order
+
+
+@nb.njit(cache=True, parallel=True)
+def build_forest(points, leaf_size, seeds):
+    """``len(seeds)`` trees built in parallel; returns the leaf of each point in each tree.
+
+    Returns
+    -------
+    leaf_ranges : ndarray of shape (n_trees, n, 2), int64
+        ``(start, end)`` of each point's leaf in ``orders[tree]``.
+    orders : ndarray of shape (n_trees, n), int64
+        Each tree's ``order`` (point ids grouped by leaf).
+    """
+    n = points.shape[0]
+    n_trees = seeds.shape[0]
+    leaf_ranges = np.empty((n_trees, n, 2), dtype=np.int64)
+    orders = np.empty((n_trees, n), dtype=np.int64)
+    for t in nb.prange(n_trees):
+        _pivots, _thr, children, ranges, order = build_tree(points, leaf_size, seeds[t])
+        orders[t] = order
+        for v in range(children.shape[0]):
+            if children[v, 0] < 0:
+                for s in range(ranges[v, 0], ranges[v, 1]):
+                    leaf_ranges[t, order[s], 0] = ranges[v, 0]
+                    leaf_ranges[t, order[s], 1] = ranges[v, 1]
+    return leaf_ranges, orders
+
+
+@nb.njit(cache=True, inline="always")
+def descend(pivots, thresholds, children, points, q):
+    """Leaf node reached by ``q`` (the side test of the module docstring at every node)."""
+    node = 0
+    while children[node, 0] >= 0:
+        da = sq_dist_row(q, points[pivots[node, 0]])
+        db = sq_dist_row(q, points[pivots[node, 1]])
+        node = children[node, 0] if split_key(da, db) <= thresholds[node] else children[node, 1]
+    return node
+
+
+@nb.njit(cache=True, inline="always")
+def split_key(da, db):
+    """``|x-a|^2 / |x-b|^2`` (``inf`` at ``x = b``): the key compared with a node's threshold.
+
+    Build and descent use this one expression, so an indexed point descends to
+    its own leaf (up to ties of the key).
+    """
+    return da / db if db > 0.0 else np.inf

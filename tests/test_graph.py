@@ -1,0 +1,252 @@
+"""Tests of hypann's graph index (hypann.graph.knn_graph, algorithm="graph")."""
+
+from __future__ import annotations
+
+import pickle
+import warnings
+
+import numba
+import numpy as np
+import pytest
+
+import hypann
+from hypann.datasets.families import FAMILIES, make_family
+from hypann.geometry._kernels import brute_knn_delta, conformal_factor, delta_to_candidates
+from hypann.graph import HyperbolicGraphIndex
+from hypann.graph.knn_graph import nn_descent
+from hypann.graph.partition_tree import build_tree, descend
+
+K = 10
+N_BASE = 5000
+N_QUERIES = 200
+
+
+def _recall(found_d, true_d, k=K):
+    """Recall@k by distance threshold, so ties (duplicates) do not matter."""
+    thresh = true_d[:, k - 1 : k] * (1 + 1e-12)
+    return float(np.mean(np.sum(found_d[:, :k] <= thresh, axis=1) / k))
+
+
+def _split(X, m, seed):
+    perm = np.random.default_rng(seed).permutation(len(X))
+    Q, D = X[perm[:m]], X[perm[m:]]
+    return np.ascontiguousarray(D), conformal_factor(D), np.ascontiguousarray(Q), conformal_factor(Q)
+
+
+def _family(name, dim):
+    return _split(make_family(name, N_BASE + N_QUERIES, dim, seed=0), N_QUERIES, seed=1)
+
+
+@pytest.fixture(scope="module")
+def mixture():
+    return _family("gaussian_mixture", 10)
+
+
+@pytest.fixture(scope="module")
+def mixture_index(mixture):
+    X, cx, _, _ = mixture
+    return HyperbolicGraphIndex(random_state=0).build(X, cx)
+
+
+CASES = [(name, 10) for name in FAMILIES] + [("gaussian_mixture", 100)]
+
+
+@pytest.mark.parametrize(("name", "dim"), CASES, ids=[f"{n}-{d}d" for n, d in CASES])
+def test_default_recall_on_every_family(name, dim):
+    X, cx, Q, cq = _family(name, dim)
+    index = HyperbolicGraphIndex(random_state=0).build(X, cx)
+    _, true_d = brute_knn_delta(Q, cq, X, cx, K)
+    res = index.search(Q, cq, K)
+    assert _recall(res.deltas, true_d) >= 0.95
+    assert index.calibration_recall_ >= 0.98
+    assert np.mean(res.samples) < 0.5 * len(X)  # a graph walk, not a scan
+    # a larger list gets the last percent
+    assert _recall(index.search(Q, cq, K, ef=4 * index.ef_).deltas, true_d) >= 0.99
+
+
+def test_results_are_valid_distinct_ids_with_true_deltas(mixture, mixture_index):
+    X, cx, Q, cq = mixture
+    for ef in (None, 10, 64):
+        res = mixture_index.search(Q, cq, K, ef=ef)
+        assert res.ids.shape == (len(Q), K) and res.ids.dtype == np.int64
+        assert np.all((res.ids >= 0) & (res.ids < len(X)))
+        assert all(len(set(row.tolist())) == K for row in res.ids)
+        assert np.all(np.diff(res.deltas, axis=1) >= 0)
+        np.testing.assert_array_equal(delta_to_candidates(Q, cq, X, cx, res.ids), res.deltas)
+
+
+def test_graph_shape_degree_and_no_self_loops(mixture, mixture_index):
+    X = mixture[0]
+    nb = mixture_index.neighbors_
+    assert nb.shape == (len(X), 40) and nb.dtype == np.int32
+    for i, row in enumerate(nb):
+        valid = row[row >= 0]
+        assert np.all(row[len(valid) :] == -1)
+        assert len(valid) >= 24 and i not in valid and len(set(valid.tolist())) == len(valid)
+
+
+def test_build_is_deterministic_for_a_seed_and_the_thread_count(mixture, mixture_index):
+    X, cx, Q, cq = mixture
+    again = HyperbolicGraphIndex(random_state=0).build(X, cx)
+    np.testing.assert_array_equal(again.neighbors_, mixture_index.neighbors_)
+    assert again.ef_ == mixture_index.ef_
+    threads = numba.get_num_threads()
+    if numba.config.NUMBA_NUM_THREADS < 2:
+        pytest.skip("needs 2 numba threads to compare 1 and 2")
+    try:
+        numba.set_num_threads(1)
+        one = HyperbolicGraphIndex(random_state=0).build(X, cx)
+        res_one = one.search(Q, cq, K)
+        numba.set_num_threads(2)
+        two = HyperbolicGraphIndex(random_state=0).build(X, cx)
+        res_two = two.search(Q, cq, K)
+    finally:
+        numba.set_num_threads(threads)
+    np.testing.assert_array_equal(one.neighbors_, mixture_index.neighbors_)
+    np.testing.assert_array_equal(two.neighbors_, mixture_index.neighbors_)
+    for a, b in zip(res_one, res_two):
+        np.testing.assert_array_equal(a, b)
+    other = HyperbolicGraphIndex(random_state=1).build(X, cx)
+    assert not np.array_equal(other.neighbors_, mixture_index.neighbors_)
+
+
+def test_save_load_and_pickle_roundtrip(mixture, mixture_index, tmp_path):
+    _, _, Q, cq = mixture
+    np.savez(tmp_path / "graph.npz", **mixture_index.to_arrays())
+    with np.load(tmp_path / "graph.npz") as f:
+        loaded = HyperbolicGraphIndex.from_arrays(dict(f))
+    again = pickle.loads(pickle.dumps(mixture_index))
+    want = mixture_index.search(Q, cq, K, ef=20)
+    for other in (loaded, again):
+        assert other.ef_ == mixture_index.ef_ and other.neighbors_.dtype == np.int32
+        got = other.search(Q, cq, K, ef=20)
+        for a, b in zip(got, want):
+            np.testing.assert_array_equal(a, b)
+        np.testing.assert_array_equal(other.search(Q, cq, K).ids, mixture_index.search(Q, cq, K).ids)
+
+
+def test_hyperbolic_index_algorithm_graph_save_load(mixture, tmp_path):
+    X, _, Q, _ = mixture
+    index = hypann.HyperbolicIndex(algorithm="graph", random_state=3).build(X)
+    res = index.search(Q, k=K, ef=16)
+    index.save(tmp_path / "g.hypann")
+    loaded = hypann.HyperbolicIndex.load(tmp_path / "g.hypann")
+    again = loaded.search(Q, k=K, ef=16)
+    np.testing.assert_array_equal(again.indices, res.indices)
+    np.testing.assert_array_equal(again.distances, res.distances)
+    assert loaded.algorithm_.graph_.ef_ == index.algorithm_.graph_.ef_
+
+
+def test_corrupt_state_is_rejected(mixture_index):
+    state = dict(mixture_index.to_arrays())
+    bad = dict(state, neighbors=np.where(state["neighbors"] == 5, 10**6, state["neighbors"]))
+    with pytest.raises(ValueError, match="neighbors holds ids outside"):
+        HyperbolicGraphIndex.from_arrays(bad)
+    bad = dict(state, tree_order=state["tree_order"][::-1][:-1])
+    with pytest.raises(ValueError, match="tree_order is not a permutation"):
+        HyperbolicGraphIndex.from_arrays(bad)
+    bad = dict(state, tree_children=np.zeros_like(state["tree_children"]))
+    with pytest.raises(ValueError, match="tree_children is not a tree"):
+        HyperbolicGraphIndex.from_arrays(bad)
+    missing = {k: v for k, v in state.items() if k != "tree_pivots"}
+    with pytest.raises(ValueError, match=r"missing arrays \['tree_pivots'\]"):
+        HyperbolicGraphIndex.from_arrays(missing)
+
+
+def test_L_is_a_deprecated_alias_of_ef(mixture, mixture_index):
+    _, _, Q, cq = mixture
+    with pytest.warns(DeprecationWarning, match="L is deprecated for the graph search; use ef"):
+        old = mixture_index.search(Q, cq, K, L=40)
+    new = mixture_index.search(Q, cq, K, ef=40)
+    for a, b in zip(old, new):
+        np.testing.assert_array_equal(a, b)
+    with pytest.raises(ValueError, match=r"give ef or its deprecated alias L, not both \(ef=40, L=40\)"):
+        mixture_index.search(Q, cq, K, ef=40, L=40)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        mixture_index.search(Q, cq, K, ef=40)
+
+
+def test_budget_is_a_hard_limit(mixture, mixture_index):
+    X, cx, Q, cq = mixture
+    for budget in (0, 1, 25, 300):
+        res = mixture_index.search(Q, cq, K, ef=64, budget=budget)
+        assert np.all(res.samples <= budget)
+    zero = mixture_index.search(Q, cq, K, budget=0)
+    assert np.all(zero.ids == -1) and np.all(np.isinf(zero.deltas))
+
+
+def test_fixed_ef_skips_calibration(mixture):
+    X, cx, Q, cq = mixture
+    index = HyperbolicGraphIndex(ef=17).build(X, cx)
+    assert index.ef_ == 17 and np.isnan(index.calibration_recall_)
+
+
+def test_nn_descent_finds_most_true_neighbours(mixture):
+    X, cx, _, _ = mixture
+    ids, deltas = nn_descent(X, cx, 16, n_trees=4, leaf_size=32, max_candidates=16, max_rounds=16, tol=1e-3, seed=0)
+    sample = np.arange(0, len(X), 25)
+    _, true_d = brute_knn_delta(X[sample], cx[sample], X, cx, 16)
+    assert np.mean(deltas[sample] <= true_d[:, -1:] * (1 + 1e-12)) > 0.9
+    assert np.all(ids[sample] != sample[:, None])
+    np.testing.assert_array_equal(delta_to_candidates(X[sample], cx[sample], X, cx, ids[sample]), deltas[sample])
+
+
+def test_partition_tree_leaves_partition_the_points(mixture):
+    X = mixture[0]
+    pivots, thresholds, children, ranges, order = build_tree(X, 32, np.uint64(5))
+    np.testing.assert_array_equal(np.sort(order), np.arange(len(X)))
+    leaves = np.flatnonzero(children[:, 0] < 0)
+    sizes = ranges[leaves, 1] - ranges[leaves, 0]
+    assert sizes.sum() == len(X) and sizes.max() <= 32 and sizes.min() >= 1
+    # every indexed point descends to its own leaf (continuous data: no ties at a threshold)
+    leaf_of = np.empty(len(X), dtype=np.int64)
+    for v in leaves:
+        leaf_of[order[ranges[v, 0] : ranges[v, 1]]] = v
+    for i in range(0, len(X), 7):
+        assert descend(pivots, thresholds, children, X, X[i]) == leaf_of[i]
+
+
+def test_partition_tree_of_identical_points_is_one_leaf():
+    X = np.tile([[0.3, -0.2, 0.1]], (100, 1))
+    _, _, children, ranges, order = build_tree(X, 8, np.uint64(0))
+    assert children.shape[0] == 1 and tuple(ranges[0]) == (0, 100)
+
+
+def test_tiny_inputs():
+    X = np.array([[0.1, 0.0], [0.0, 0.2], [-0.3, 0.1]])
+    cx = conformal_factor(X)
+    index = HyperbolicGraphIndex().build(X, cx)
+    res = index.search(X, cx, 5)
+    assert res.ids.shape == (3, 5) and np.all(res.ids[:, 3:] == -1)
+    np.testing.assert_array_equal(res.ids[:, 0], [0, 1, 2])
+    one = HyperbolicGraphIndex().build(X[:1], cx[:1]).search(X, cx, 1)
+    np.testing.assert_array_equal(one.ids[:, 0], 0)
+    copies = np.tile(X[:1], (50, 1))
+    res = HyperbolicGraphIndex().build(copies, conformal_factor(copies)).search(X[:1], cx[:1], 10)
+    assert np.all(res.deltas == 0.0) and len(set(res.ids[0].tolist())) == 10
+
+
+def test_errors_name_the_bad_value(mixture):
+    X, cx, Q, cq = mixture
+    with pytest.raises(ValueError, match=r"max_degree must be >= n_neighbors \(24\), got max_degree=8"):
+        HyperbolicGraphIndex(max_degree=8).build(X, cx)
+    with pytest.raises(ValueError, match="n_neighbors must be a positive integer, got n_neighbors=0"):
+        HyperbolicGraphIndex(n_neighbors=0).build(X, cx)
+    with pytest.raises(ValueError, match=r"target_recall must be <= 1.0, got target_recall=1.5"):
+        HyperbolicGraphIndex(target_recall=1.5).build(X, cx)
+    with pytest.raises(ValueError, match="random_state must be a non-negative integer, got random_state=-1"):
+        HyperbolicGraphIndex(random_state=-1).build(X, cx)
+    with pytest.raises(ValueError, match="not built yet"):
+        HyperbolicGraphIndex().search(Q, cq, 1)
+    index = HyperbolicGraphIndex(ef=8).build(X[:200], cx[:200])
+    with pytest.raises(ValueError, match="ef must be a positive integer, got ef=0"):
+        index.search(Q, cq, 1, ef=0)
+    with pytest.raises(ValueError, match="L must be a positive integer, got L=0"), pytest.warns(DeprecationWarning):
+        index.search(Q, cq, 1, L=0)
+    with pytest.raises(ValueError, match=r"budget must be None or a non-negative integer, got budget=1.5"):
+        index.search(Q, cq, 1, budget=1.5)
+    with pytest.raises(ValueError, match=r"queries must have shape \(m, 10\)"):
+        index.search(Q[:, :3], cq, 1)
+    with pytest.raises(ValueError, match=r"unknown option\(s\) \['R'\] for search with algorithm 'graph'"):
+        hypann.HyperbolicIndex(algorithm="graph").build(X[:300]).search(Q, k=1, R=3)
