@@ -103,6 +103,7 @@ def save_index(index, path) -> None:
     """Write a built :class:`~hypann.HyperbolicIndex` to ``path`` (see the module docstring)."""
     params = index.get_params()
     params.pop("n_jobs", None)  # a runtime setting of this process, not of the file (load(path, n_jobs=...))
+    params.pop("verbose", None)  # likewise (load(path, verbose=False))
     header = {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
@@ -221,7 +222,7 @@ def _check_header_fields(header, path):
     params = header.get("params")
     if not isinstance(params, dict) or not all(isinstance(k, str) for k in params):
         raise bad("params", "a JSON object of algorithm settings")
-    reserved = sorted({"algorithm", "oracle", "model", "c", "random_state", "n_jobs"} & set(params))
+    reserved = sorted({"algorithm", "oracle", "model", "c", "random_state", "n_jobs", "verbose"} & set(params))
     if reserved:
         raise bad("params", f"settings other than {reserved} (those are separate header fields)")
     if header.get("oracle") is not None and not isinstance(header.get("oracle"), str):
@@ -336,7 +337,7 @@ def _register_stored_oracle(header, path):
 def load_index(path, **overrides):
     """Read an index written by :func:`save_index`; ``overrides`` replace stored settings.
 
-    With overrides other than ``n_jobs`` the search structure is rebuilt from
+    With overrides other than ``n_jobs`` and ``verbose`` the search structure is rebuilt from
     the stored points (the stored one was built with other settings).
     """
     from hypann.index import HyperbolicIndex
@@ -360,7 +361,7 @@ def load_index(path, **overrides):
         make_algorithm(stored.algorithm, stored.params)
     except (ValueError, TypeError) as exc:
         raise _corrupt(path, f"stored settings: {exc}") from None
-    if any(name != "n_jobs" for name in overrides):  # changed settings: the stored state no longer applies
+    if any(name not in ("n_jobs", "verbose") for name in overrides):  # changed settings: the stored state no longer applies
         settings.update(overrides)
         index = HyperbolicIndex(**settings)
         index._check_settings()
