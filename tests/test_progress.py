@@ -70,3 +70,31 @@ def test_verbose_is_a_process_setting(tmp_path):
     assert loaded.verbose is False
     assert hypann.HyperbolicIndex.load(tmp_path / "i.hypann").verbose is True
     np.testing.assert_array_equal(loaded.search(X[:5], k=2).indices, index.search(X[:5], k=2).indices)
+
+
+class _Terminal:
+    """A stderr stand-in that says it is a terminal (tqdm's ``disable=None`` then shows its bar)."""
+
+    def __init__(self):
+        self.text = ""
+
+    def write(self, s):
+        self.text += s
+
+    def flush(self):
+        pass
+
+    def isatty(self):
+        return True
+
+
+def test_bar_is_shown_on_a_terminal_only_when_verbose(monkeypatch):
+    X, Q = _data()
+    term = _Terminal()
+    monkeypatch.setattr("sys.stderr", term)
+    hypann.HyperbolicIndex(algorithm="hkdtree", verbose=True).build(X).search(Q, k=1)
+    assert f"{M_QUERIES}/{M_QUERIES}" in term.text
+    term.text = ""
+    hypann.HyperbolicIndex(algorithm="hkdtree", verbose=False).build(X).search(Q, k=1)
+    hypann.HyperbolicIndex(algorithm="hkdtree", verbose=True).build(X).search(Q[:100], k=1)  # small batch
+    assert term.text == ""
