@@ -120,7 +120,7 @@ def save_index(index, path) -> None:
     }
     if header["oracle"] is not None and index.oracle is not None:
         oracle_class = oracle_registry.class_import_path(index.oracle)
-        if oracle_class is not None:  # a third-party oracle: record where its class lives
+        if oracle_class is not None and _IMPORT_PATH.fullmatch(oracle_class):  # third-party: where its class lives
             header["oracle_class"] = oracle_class
     arrays = {"points": np.asarray(index.points_), "conformal": np.asarray(index.conformal_)}
     if not index._plain_labels:

@@ -29,7 +29,14 @@ _BUILTIN: dict[str, str] = dict(_REGISTRY)
 
 
 def register_oracle(name: str, target) -> None:
-    """Make ``name`` usable in spec strings; ``target`` is a class or ``"module:Class"``."""
+    """Make ``name`` usable in spec strings; ``target`` is a class or ``"module:Class"``.
+
+    An index saved with such an oracle records the class's import path
+    (``oracle_class`` in the file header): a process that has not registered
+    ``name`` imports that module when loading the file and registers the
+    class itself, so define the class in an importable module (not in
+    ``__main__`` or inside a function) for the file to load elsewhere.
+    """
     _REGISTRY[name] = target
 
 
