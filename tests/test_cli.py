@@ -229,3 +229,56 @@ def test_subprocess_error_has_no_traceback(tmp_path):
     proc = _cli_subprocess(f"{shlex.quote(sys.executable)} -m hypann.cli search nothing.hypann q.npy", tmp_path)
     assert proc.returncode == 2
     assert proc.stderr == "hypann: error: no index file at 'nothing.hypann'\n"
+
+
+# --------------------------------------------------------------------------- range search: --radius
+
+
+def test_search_radius_matches_the_library(files, capsys):
+    import hypann
+
+    index = hypann.load(files / "idx")
+    Q = np.load(files / "Q.npy")
+    want = index.search_radius(Q, 11.0)
+    assert want.indices.size > 0  # the radius finds points, so the comparison means something
+    out = files / "range.npz"
+    code, _ = _run(["search", files / "idx", files / "Q.npy", "--radius", "11", "--batch-size", "3", "-o", out], capsys)
+    assert code == 0
+    with np.load(out) as z:
+        assert sorted(z.files) == ["distances", "indices", "offsets"]
+        np.testing.assert_array_equal(z["offsets"], want.offsets)
+        np.testing.assert_array_equal(z["indices"], want.indices)
+        np.testing.assert_array_equal(z["distances"], want.distances)
+    assert main(["search", str(files / "idx"), str(files / "Q.npy"), "--radius", "11"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == len(Q)
+    for i, line in enumerate(lines):
+        lo, hi = want.offsets[i], want.offsets[i + 1]
+        expected = " ".join(f"{a}:{b:.6g}" for a, b in zip(want.indices[lo:hi], want.distances[lo:hi]))
+        assert line == f"{i}\t{expected}"
+
+
+@pytest.mark.parametrize(
+    ("argv", "pattern"),
+    [
+        (["--radius", "1", "-k", "3"], r"argument -k: not allowed with argument --radius \(see 'hypann search --help'\)"),
+        (["--radius", "-1"], r"argument --radius: must be a finite number >= 0, got '-1' \(see 'hypann search --help'\)"),
+        (["--radius", "nan"], r"argument --radius: must be a finite number >= 0, got 'nan' .*"),
+        (["--radius", "1", "--budget", "5"], r"--budget does not apply to range search \(--radius 1\); drop it or use -k"),
+        (["--radius", "1", "--param", "L=3"], r"--param does not apply to range search \(--radius 1\); drop it or use -k"),
+    ],
+)
+def test_search_radius_usage_errors(files, capsys, argv, pattern):
+    before = _listing(files)
+    code, err = _run(["search", files / "idx", files / "Q.npy", *argv], capsys)
+    assert code == 2
+    _one_error_line(err, pattern)
+    assert _listing(files) == before
+
+
+def test_search_radius_on_a_sharded_folder_is_one_line(files, capsys):
+    (files / "shards").mkdir()  # any folder is taken as a sharded index: refused before Ray is touched
+    code, err = _run(["search", files / "shards", files / "Q.npy", "--radius", "1", "-o", files / "r.npz"], capsys)
+    assert code == 2
+    _one_error_line(err, r"'.*shards' is a sharded index folder, which has no range search \(--radius\); use -k, or search the single-file index")
+    assert not (files / "r.npz").exists()

@@ -114,6 +114,8 @@ CASES = [
     ("index", "random_state", "7", r"random_state must be a non-negative integer or None, got random_state='7' \(str\)"),
     ("index", "n_jobs", 0, r"n_jobs must be a positive integer, -1 or None \(all cores\), got n_jobs=0"),
     ("index", "n_jobs", 1.5, r"n_jobs must be a positive integer, -1 or None \(all cores\), got n_jobs=1.5"),
+    ("index", "verbose", "no", r"verbose must be True or False, got verbose='no' \(a string is not a boolean"),
+    ("index", "verbose", 1, r"verbose must be True or False, got verbose=1$"),
     ("index", "bogus", 1, r"bad settings for algorithm 'recentering': .*'bogus'"),
     # ---- search
     ("search", "k", 2.0, r"k must be an integer, got float \(2.0\)"),

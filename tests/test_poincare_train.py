@@ -117,3 +117,38 @@ def test_bad_arguments(kwargs, match):
     kwargs = {"relations": np.array([[0, 1], [2, 1]]), **kwargs}
     with pytest.raises(ValueError, match=match):
         train_poincare(kwargs.pop("relations"), **kwargs)
+
+
+class _Terminal:
+    """A stderr stand-in that says it is a terminal (tqdm's ``disable=None`` then shows its bar)."""
+
+    def __init__(self):
+        self.text = ""
+
+    def write(self, s):
+        self.text += s
+
+    def flush(self):
+        pass
+
+    def isatty(self):
+        return True
+
+
+def test_epoch_bar_only_when_verbose_and_same_points(monkeypatch):
+    closure = _balanced_tree(3, 2).closure()
+    kw = dict(dim=3, epochs=4, burn_in=2, seed=5)
+    term = _Terminal()
+    monkeypatch.setattr("sys.stderr", term)
+    loud = train_poincare(closure, **kw, verbose=True)
+    assert "4/4" in term.text and "epoch" in term.text and "loss=" in term.text
+    term.text = ""
+    quiet = train_poincare(closure, **kw, verbose=False)
+    assert term.text == ""
+    assert np.array_equal(loud.points, quiet.points)
+    np.testing.assert_array_equal(loud.losses, quiet.losses)
+
+
+def test_verbose_must_be_a_bool():
+    with pytest.raises(TypeError, match=r"verbose must be True or False, got verbose='no'"):
+        train_poincare(np.array([[0, 1]]), epochs=1, verbose="no")

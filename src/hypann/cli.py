@@ -52,6 +52,16 @@ def _positive_int(text):
     return value
 
 
+def _radius(text):
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not (np.isfinite(value) and value >= 0):
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text!r}")
+    return value
+
+
 def _progress_bar(total, desc):
     from tqdm.auto import tqdm
 
@@ -146,6 +156,13 @@ def cmd_search(args):
 
     if args.output:
         check_destination(args.output)
+    if args.radius is not None:
+        for flag, value in (("--budget", args.budget), ("--param", args.param)):
+            if value is not None:
+                raise ValueError(f"{flag} does not apply to range search (--radius {args.radius:g}); drop it or use -k")
+        if os.path.isdir(args.index):
+            raise ValueError(f"'{args.index}' is a sharded index folder, which has no range search (--radius); "
+                             f"use -k, or search the single-file index")
     if os.path.isdir(args.index):
         from hypann.distributed import ShardedIndex
 
@@ -153,12 +170,15 @@ def cmd_search(args):
     else:
         index = hypann.load(args.index)
     Q = _load_array(args.queries, "queries")
+    if args.radius is not None:
+        return _search_radius(index, Q, args)
+    k = 10 if args.k is None else args.k
     extra = _params(args.param)
     ids, dists = [], []
     bar = _progress_bar(len(Q), "search")
     calls, shards = [], []
     for s in range(0, max(len(Q), 1), args.batch_size):
-        res = index.search(Q[s : s + args.batch_size], args.k, budget=args.budget, **extra)
+        res = index.search(Q[s : s + args.batch_size], k, budget=args.budget, **extra)
         ids.append(res.indices)
         dists.append(res.distances)
         calls.append(res.stats.oracle_calls)
@@ -177,6 +197,34 @@ def cmd_search(args):
         print(f"mean oracle calls per query: {np.concatenate(calls).mean():.3f}", file=sys.stderr)
     if shards:
         print(f"mean shards visited per query: {np.concatenate(shards).mean():.3f} of {len(index.bounds_.sizes)}", file=sys.stderr)
+    return 0
+
+
+def _search_radius(index, Q, args):
+    """``hypann search --radius R``: every point within distance R of each query, in batches."""
+    counts, ids, dists = [], [], []
+    bar = _progress_bar(len(Q), "range search")
+    for s in range(0, len(Q), args.batch_size):
+        res = index.search_radius(Q[s : s + args.batch_size], args.radius)
+        counts.append(np.diff(res.offsets))
+        ids.append(res.indices)
+        dists.append(res.distances)
+        bar.update(len(res.offsets) - 1)
+    bar.close()
+    if not counts:  # no queries: still validate their shape against the index
+        res = index.search_radius(Q, args.radius)
+        counts, ids, dists = [np.diff(res.offsets)], [res.indices], [res.distances]
+    offsets = np.zeros(sum(len(c) for c in counts) + 1, dtype=np.int64)
+    np.cumsum(np.concatenate(counts), out=offsets[1:])
+    ids, dists = np.concatenate(ids).astype(np.int64), np.concatenate(dists)
+    if args.output:
+        atomic_write(args.output, lambda fh: np.savez(fh, offsets=offsets, indices=ids, distances=dists))
+        print(f"wrote offsets, indices and distances of {len(offsets) - 1} queries ({len(ids)} hits within "
+              f"{args.radius:g}) to {args.output}", file=sys.stderr)
+    else:
+        for i in range(len(offsets) - 1):
+            lo, hi = offsets[i], offsets[i + 1]
+            print(f"{i}\t" + " ".join(f"{a}:{b:.6g}" for a, b in zip(ids[lo:hi], dists[lo:hi])))
     return 0
 
 
@@ -250,7 +298,11 @@ def build_parser():
     s = sub.add_parser("search", help="search an index file or sharded index folder with a .npy file of queries")
     s.add_argument("index")
     s.add_argument("queries")
-    s.add_argument("-k", type=_positive_int, default=10)
+    how = s.add_mutually_exclusive_group()
+    how.add_argument("-k", type=_positive_int, default=None, help="neighbours per query (default 10)")
+    how.add_argument("--radius", type=_radius, default=None, metavar="R",
+                     help="range search: every point within hyperbolic distance R (not for sharded folders); "
+                          "-o writes offsets/indices/distances")
     s.add_argument("--budget", type=_positive_int, default=None)
     s.add_argument("--batch-size", type=_positive_int, default=1000)
     s.add_argument("--param", action="append", help="query setting key=value (repeatable)")

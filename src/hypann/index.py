@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import sys
 
 import numpy as np
 
@@ -21,6 +22,14 @@ log = logging.getLogger(__name__)
 #: The algorithm of ``HyperbolicIndex()``, the scikit-learn estimator and the CLI
 #: when none is given: hypann's fastest exact method on every data family measured.
 DEFAULT_ALGORITHM = "hkdtree"
+#: A search with ``verbose=True`` shows a progress bar (stderr, when it is a
+#: terminal) for batches of more than this many queries ...
+PROGRESS_MIN_QUERIES = 20_000
+#: ... run in chunks of this many queries, the bar advancing per chunk.
+PROGRESS_CHUNK = 10_000
+#: Algorithms whose random choices depend on a query's row number within the
+#: batch: never split into chunks (the answers would change).
+_ROW_SEEDED = frozenset({"vamana", "random_shells"})
 #: The Euclidean oracle of oracle-based algorithms when none is given.
 DEFAULT_ORACLE = "kdtree"
 #: The algorithm used when none is named, here and in :mod:`hypann.sklearn`
@@ -87,6 +96,13 @@ class HyperbolicIndex:
     n_jobs : int or None, default None
         Threads of the numba kernels for build and search: ``None`` or ``-1``
         use all cores. Results are identical for any thread count.
+    verbose : bool, default True
+        Show a progress bar (tqdm, on stderr, only when stderr is a terminal)
+        for :meth:`search` batches of more than :data:`PROGRESS_MIN_QUERIES`
+        queries, which then run in chunks of :data:`PROGRESS_CHUNK`. Results
+        are identical either way; batches whose answers depend on the row
+        number (``"vamana"``, ``"random_shells"``, or a ``budget``) run in
+        one piece without a bar. A setting of this process: not saved.
     **params
         Build settings of the algorithm (e.g. ``ratio=1.1``, ``width=3``).
 
@@ -114,13 +130,14 @@ class HyperbolicIndex:
     """
 
     def __init__(self, *, algorithm=DEFAULT_ALGORITHM, oracle=None, model="poincare", c=1.0, random_state=None,
-                 n_jobs=None, **params):
+                 n_jobs=None, verbose=True, **params):
         self.algorithm = algorithm
         self.oracle = oracle
         self.model = model
         self.c = c
         self.random_state = random_state
         self.n_jobs = n_jobs
+        self.verbose = verbose
         self.params = params
 
     # -- building ---------------------------------------------------------
@@ -128,6 +145,7 @@ class HyperbolicIndex:
         V.check_model(self.model)
         V.check_curvature(self.c)
         check_n_jobs(self.n_jobs)
+        V.check_bool(self.verbose, "verbose")
         if not isinstance(self.algorithm, str):
             raise V.ParameterTypeError(
                 f"algorithm must be a string, one of {available_algorithms()}, got algorithm={self.algorithm!r}"
@@ -313,8 +331,37 @@ class HyperbolicIndex:
         if m == 0:
             return SearchResult(np.empty((0, k), np.int64), np.empty((0, k)), SearchStats.zeros(0))
         with numba_threads(self.n_jobs):
-            rows, deltas, stats = self._search_rows(queries, q_conf, k, budget, query_params)
+            if self.verbose and m > PROGRESS_MIN_QUERIES and budget is None and self.algorithm not in _ROW_SEEDED:
+                rows, deltas, stats = self._search_rows_with_progress(queries, q_conf, k, query_params)
+            else:
+                rows, deltas, stats = self._search_rows(queries, q_conf, k, budget, query_params)
         return self._result(rows, deltas, stats)
+
+    def _search_rows_with_progress(self, queries, q_conf, k, query_params):
+        """:meth:`_search_rows` (no budget) in chunks of :data:`PROGRESS_CHUNK` queries, with a tqdm bar.
+
+        Only for algorithms whose answer to a query does not depend on its row
+        number in the batch, so the result equals the one-piece search.
+        """
+        from tqdm.auto import tqdm
+
+        m = queries.shape[0]
+        parts = []
+        with tqdm(total=m, desc="search", unit="q", disable=None, file=sys.stderr) as bar:
+            for start in range(0, m, PROGRESS_CHUNK):
+                stop = min(start + PROGRESS_CHUNK, m)
+                parts.append(self._search_rows(queries[start:stop], q_conf[start:stop], k, None, query_params))
+                bar.update(stop - start)
+        rows = np.concatenate([np.asarray(p[0], dtype=np.int64) for p in parts])
+        deltas = np.concatenate([np.asarray(p[1], dtype=np.float64) for p in parts])
+        stats = [p[2] for p in parts]
+        merged = SearchStats(
+            np.concatenate([s.oracle_calls for s in stats]),
+            np.concatenate([s.samples for s in stats]),
+            np.concatenate([s.rounds for s in stats]),
+            {name: np.concatenate([s.extra[name] for s in stats]) for name in stats[0].extra},
+        )
+        return rows, deltas, merged
 
     def _search_rows(self, queries, q_conf, k, budget, query_params):
         """``(rows, deltas, stats)`` of validated queries: the search behind :meth:`search`."""
@@ -488,10 +535,12 @@ class HyperbolicIndex:
             "c": self.c,
             "random_state": self.random_state,
             "n_jobs": self.n_jobs,
+            "verbose": self.verbose,
             **self.params,
         }
 
     def __repr__(self):
-        parts = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items() if v is not None)
+        parts = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items()
+                          if v is not None and not (k == "verbose" and v is True))
         fitted = f", n_points={self.n_points_}, dim={self.dim_}" if hasattr(self, "n_points_") else ""
         return f"HyperbolicIndex({parts}{fitted})"

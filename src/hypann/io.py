@@ -6,7 +6,13 @@ Layout (a zip archive readable with ``numpy.load(path, allow_pickle=False)``):
     uint8 array holding UTF-8 JSON: ``format`` ("hypann-index"),
     ``format_version``, ``hypann_version``, ``model``, ``c``, ``dtype``,
     ``n``, ``d``, ``algorithm``, ``params``, ``oracle`` (spec string),
-    ``random_state`` and ``sha256``.
+    ``random_state`` and ``sha256``; for an oracle that is not built into
+    hypann (one added with :func:`~hypann.oracles.registry.register_oracle`)
+    also ``oracle_class``, the ``"module:QualName"`` import path of its class.
+    Loading a file whose oracle name is not registered imports that module
+    (and only it), checks the class is an
+    :class:`~hypann.oracles.base.EuclideanOracle` and registers it under the
+    spec's name.
 ``points``
     (n, d) float64 unit-curvature Poincare points.
 ``labels``
@@ -50,6 +56,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 from numbers import Integral
 
 import numpy as np
@@ -57,11 +64,15 @@ import numpy as np
 import hypann
 from hypann import _validation as V
 from hypann._files import atomic_write
+from hypann.oracles import registry as oracle_registry
 
 FORMAT = "hypann-index"
 FORMAT_VERSION = 2
 # Versions this hypann reads: 1 (checksum over the points only) and 2.
 READABLE_VERSIONS = (1, 2)
+
+# "package.module:Outer.Class": dotted identifiers on both sides of one colon.
+_IMPORT_PATH = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
 
 _EXPECTED = "expected an .npz archive written by HyperbolicIndex.save"
 
@@ -92,6 +103,7 @@ def save_index(index, path) -> None:
     """Write a built :class:`~hypann.HyperbolicIndex` to ``path`` (see the module docstring)."""
     params = index.get_params()
     params.pop("n_jobs", None)  # a runtime setting of this process, not of the file (load(path, n_jobs=...))
+    params.pop("verbose", None)  # likewise (load(path, verbose=False))
     header = {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
@@ -106,6 +118,10 @@ def save_index(index, path) -> None:
         "random_state": params.pop("random_state"),
         "params": params,
     }
+    if header["oracle"] is not None and index.oracle is not None:
+        oracle_class = oracle_registry.class_import_path(index.oracle)
+        if oracle_class is not None and _IMPORT_PATH.fullmatch(oracle_class):  # third-party: where its class lives
+            header["oracle_class"] = oracle_class
     arrays = {"points": np.asarray(index.points_), "conformal": np.asarray(index.conformal_)}
     if not index._plain_labels:
         arrays["labels"] = np.asarray(index.live_.labels)
@@ -206,11 +222,17 @@ def _check_header_fields(header, path):
     params = header.get("params")
     if not isinstance(params, dict) or not all(isinstance(k, str) for k in params):
         raise bad("params", "a JSON object of algorithm settings")
-    reserved = sorted({"algorithm", "oracle", "model", "c", "random_state", "n_jobs"} & set(params))
+    reserved = sorted({"algorithm", "oracle", "model", "c", "random_state", "n_jobs", "verbose"} & set(params))
     if reserved:
         raise bad("params", f"settings other than {reserved} (those are separate header fields)")
     if header.get("oracle") is not None and not isinstance(header.get("oracle"), str):
         raise bad("oracle", "an oracle spec string or null")
+    if "oracle_class" in header:
+        oc = header["oracle_class"]
+        if not isinstance(header.get("oracle"), str):
+            raise bad("oracle", "an oracle spec string when 'oracle_class' is given")
+        if not (isinstance(oc, str) and _IMPORT_PATH.fullmatch(oc)):
+            raise bad("oracle_class", "an import path 'module:QualName' of the oracle class")
     rs = header.get("random_state")
     if rs is not None and not (is_int(rs) and rs >= 0):
         raise bad("random_state", "null or an integer >= 0")
@@ -280,10 +302,42 @@ def _read_checked(path):
     return header, points, conformal, labels, state
 
 
+def _register_stored_oracle(header, path):
+    """Make the file's oracle name usable: import and register its recorded class if it is unknown here.
+
+    Only the module named in ``oracle_class`` is imported; the class must be
+    an :class:`~hypann.oracles.base.EuclideanOracle`. A name that is already
+    registered is left as it is.
+    """
+    spec = header.get("oracle")
+    if not isinstance(spec, str):
+        return
+    name = oracle_registry.spec_name(spec)
+    if oracle_registry.is_registered(name):
+        return
+    call = f'hypann.oracles.registry.register_oracle("{name}", ...)'
+    oracle_class = header.get("oracle_class")
+    if oracle_class is None:
+        raise ValueError(
+            f"{path!r} uses unknown oracle {name!r} (spec {spec!r}; registered here: "
+            f"{oracle_registry.available_oracles()}) and the file does not record its class: call {call} "
+            f"before loading"
+        )
+    try:
+        cls = oracle_registry.import_oracle_class(oracle_class)
+    except Exception as exc:  # noqa: BLE001 - any failure of the import (missing module, error inside it)
+        raise ValueError(
+            f"{path!r} uses unknown oracle {name!r} (spec {spec!r}), not registered in this process, and "
+            f"importing its class from {oracle_class!r} failed ({type(exc).__name__}: {exc}): call {call} "
+            f"before loading, or put the module of {oracle_class!r} on sys.path"
+        ) from None
+    oracle_registry.register_oracle(name, cls)
+
+
 def load_index(path, **overrides):
     """Read an index written by :func:`save_index`; ``overrides`` replace stored settings.
 
-    With overrides other than ``n_jobs`` the search structure is rebuilt from
+    With overrides other than ``n_jobs`` and ``verbose`` the search structure is rebuilt from
     the stored points (the stored one was built with other settings).
     """
     from hypann.index import HyperbolicIndex
@@ -291,6 +345,8 @@ def load_index(path, **overrides):
 
     path = os.fspath(path)
     header, points, conformal, labels, state = _read_checked(path)
+    if "oracle" not in overrides:  # a replaced oracle need not be importable
+        _register_stored_oracle(header, path)
     settings = {
         "algorithm": header["algorithm"],
         "oracle": header["oracle"],
@@ -305,7 +361,7 @@ def load_index(path, **overrides):
         make_algorithm(stored.algorithm, stored.params)
     except (ValueError, TypeError) as exc:
         raise _corrupt(path, f"stored settings: {exc}") from None
-    if any(name != "n_jobs" for name in overrides):  # changed settings: the stored state no longer applies
+    if any(name not in ("n_jobs", "verbose") for name in overrides):  # changed settings: the stored state no longer applies
         settings.update(overrides)
         index = HyperbolicIndex(**settings)
         index._check_settings()

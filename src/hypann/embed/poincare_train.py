@@ -54,13 +54,14 @@ representations", NeurIPS 2017, sections 3-4.
 from __future__ import annotations
 
 import logging
+import sys
 import time
 from dataclasses import dataclass
 
 import numba as nb
 import numpy as np
 
-from hypann._validation import check_positive_int, check_real
+from hypann._validation import check_bool, check_positive_int, check_real
 from hypann.geometry._kernels import _conformal_row, conformal_factor
 
 __all__ = ["train_poincare", "PoincareTraining", "MAX_NORM"]
@@ -327,6 +328,7 @@ def train_poincare(
     init=None,
     start_epoch=0,
     callback=None,
+    verbose=True,
 ):
     """Train a Poincare embedding of ``relations`` (Nickel & Kiela's loss, Riemannian SGD).
 
@@ -367,6 +369,10 @@ def train_poincare(
         depends only on the points and on ``(seed, e)``, the points equal
         those of a run with ``epochs`` = the epochs done.
 
+    verbose : bool, default True
+        Show a progress bar over the epochs (tqdm, on stderr, only when
+        stderr is a terminal) with the last epoch's mean loss.
+
     Returns
     -------
     PoincareTraining
@@ -403,6 +409,7 @@ def train_poincare(
     if isinstance(start_epoch, bool) or int(start_epoch) != start_epoch or not 0 <= start_epoch <= epochs:
         raise ValueError(f"start_epoch must be an integer in [0, {epochs}], got start_epoch={start_epoch!r}")
     burn_in, start_epoch = int(burn_in), int(start_epoch)
+    verbose = check_bool(verbose, "verbose")
 
     if init is None:
         X = np.random.default_rng(seed).uniform(-init_range, init_range, size=(n, dim))
@@ -439,17 +446,23 @@ def train_poincare(
         init_range=init_range, max_norm=max_norm, seed=seed,
     )
     losses, seconds = [], []
-    for epoch in range(start_epoch, epochs):
-        in_burn_in = epoch < burn_in
-        t0 = time.perf_counter()
-        total = _train_epoch(
-            XC, rel, rel_indptr, rel_cols, cumw, in_burn_in, negatives,
-            lr * burn_in_lr_scale if in_burn_in else lr, batch_size, max_norm,
-            _epoch_state(seed, epoch), gbuf, slot, touched, negs, dists, coefs,
-        )
-        seconds.append(time.perf_counter() - t0)
-        losses.append(total / rel.shape[0])
-        logger.debug("epoch %d loss %.5f (%.2f s)", epoch, losses[-1], seconds[-1])
-        if callback is not None and callback(epoch, X, losses[-1]) is True:
-            break
+    from tqdm.auto import tqdm
+
+    with tqdm(total=epochs, initial=start_epoch, desc="train", unit="epoch", disable=None if verbose else True,
+              file=sys.stderr) as bar:
+        for epoch in range(start_epoch, epochs):
+            in_burn_in = epoch < burn_in
+            t0 = time.perf_counter()
+            total = _train_epoch(
+                XC, rel, rel_indptr, rel_cols, cumw, in_burn_in, negatives,
+                lr * burn_in_lr_scale if in_burn_in else lr, batch_size, max_norm,
+                _epoch_state(seed, epoch), gbuf, slot, touched, negs, dists, coefs,
+            )
+            seconds.append(time.perf_counter() - t0)
+            losses.append(total / rel.shape[0])
+            logger.debug("epoch %d loss %.5f (%.2f s)", epoch, losses[-1], seconds[-1])
+            bar.update(1)
+            bar.set_postfix(loss=f"{losses[-1]:.5f}", refresh=False)
+            if callback is not None and callback(epoch, X, losses[-1]) is True:
+                break
     return PoincareTraining(np.ascontiguousarray(X), np.array(losses), np.array(seconds), settings)

@@ -24,15 +24,80 @@ _REGISTRY: dict[str, str] = {
     "faiss": "hypann.oracles.faiss:FaissOracle",
     "hnswlib": "hypann.oracles.hnswlib:HnswlibOracle",
 }
+# The oracles shipped with hypann: a saved index names them by spec only.
+_BUILTIN: dict[str, str] = dict(_REGISTRY)
 
 
 def register_oracle(name: str, target) -> None:
-    """Make ``name`` usable in spec strings; ``target`` is a class or ``"module:Class"``."""
+    """Make ``name`` usable in spec strings; ``target`` is a class or ``"module:Class"``.
+
+    An index saved with such an oracle records the class's import path
+    (``oracle_class`` in the file header): a process that has not registered
+    ``name`` imports that module when loading the file and registers the
+    class itself, so define the class in an importable module (not in
+    ``__main__`` or inside a function) for the file to load elsewhere.
+    """
     _REGISTRY[name] = target
 
 
 def available_oracles() -> list[str]:
     return sorted(_REGISTRY)
+
+
+def is_registered(name: str) -> bool:
+    """Whether ``name`` (the part of a spec before ``:``) names a registered oracle."""
+    return name in _REGISTRY
+
+
+def spec_name(spec: str) -> str:
+    """The oracle name of a spec string: ``"lsh:tables=5"`` -> ``"lsh"``."""
+    return spec.partition(":")[0].strip()
+
+
+def class_import_path(oracle) -> str | None:
+    """``"module:QualName"`` of a third-party oracle's class; None for a built-in one.
+
+    ``oracle`` is a spec string or an :class:`EuclideanOracle` instance. A
+    spec whose name is still registered to its built-in class gives None
+    (the spec alone recreates it). None too when the class cannot be
+    imported by that path in another process (defined in ``__main__`` or
+    inside a function).
+    """
+    if isinstance(oracle, EuclideanOracle):
+        cls = type(oracle)
+        name = None
+    else:
+        name = spec_name(oracle)
+        target = _REGISTRY.get(name)
+        if target is None or (name in _BUILTIN and target == _BUILTIN[name]):
+            return None
+        if isinstance(target, str):
+            return target
+        cls = target
+    module, qualname = cls.__module__, cls.__qualname__
+    if name is None and f"{module}:{qualname}" in _BUILTIN.values():
+        return None
+    if module == "__main__" or "<locals>" in qualname:
+        return None
+    return f"{module}:{qualname}"
+
+
+def import_oracle_class(path: str):
+    """The class named by ``"module:QualName"``: imports ``module`` only, checks an EuclideanOracle subclass.
+
+    Raises ImportError (module or attribute missing) or TypeError (not an
+    :class:`EuclideanOracle` subclass).
+    """
+    module_name, _, qualname = path.partition(":")
+    obj = importlib.import_module(module_name)
+    for part in qualname.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise ImportError(f"module {module_name!r} has no attribute {qualname!r}") from None
+    if not (inspect.isclass(obj) and issubclass(obj, EuclideanOracle)):
+        raise TypeError(f"{path!r} is not a subclass of hypann.oracles.base.EuclideanOracle")
+    return obj
 
 
 def parse_value(text: str):
