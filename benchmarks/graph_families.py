@@ -37,7 +37,7 @@ from hypann.eval.numpy_brute import numpy_brute_knn
 from hypann.graph import HyperbolicGraphIndex
 
 K = 10
-EF_SWEEP = (10, 16, 32, 64, 128, 256)
+EF_SWEEP = (10, 16, 32, 64, 128, 256, 1024)
 PYNND_EPSILONS = (0.0, 0.1, 0.2, 0.4)
 WORDNET_POINTS = 82_115
 
