@@ -80,6 +80,23 @@ def ray_cluster():
     assert not left, f"processes left behind after ray.shutdown(): {left}"
 
 
+def _kill(actor, timeout=60.0):
+    """``ray.kill`` and wait until the actor is really gone (``ray.kill`` only starts the kill).
+
+    Without the wait, calls already queued may still be served by the dying actor and a
+    test that expects the *restart* path sees the old actor's answer instead.
+    """
+    ray.kill(actor)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            ray.get(actor.pid.remote(), timeout=timeout)
+        except ray.exceptions.RayActorError:
+            return
+        time.sleep(0.05)
+    raise AssertionError("a killed Ray actor still answers")
+
+
 def _track(index, ray_cluster):
     ray_cluster.extend(index.actor_pids())
     return index
@@ -213,7 +230,7 @@ def test_killed_actor_is_restarted_from_memory_then_from_files(ray_cluster, tmp_
     truth = exact_knn(Q, X, 5)[1]
     np.testing.assert_allclose(index.search(Q, 5).distances, truth, rtol=1e-12)
     first_pid = index.actor_pids()[0]
-    ray.kill(index.actors_[0])  # not saved yet: restored from the driver's object-store copy
+    _kill(index.actors_[0])  # not saved yet: restored from the driver's object-store copy
     res = index.search(Q, 5)
     np.testing.assert_allclose(res.distances, truth, rtol=1e-12)
     assert res.stats.extra["shards_visited"].tolist() == [3] * len(Q)
@@ -227,7 +244,7 @@ def test_killed_actor_is_restarted_from_memory_then_from_files(ray_cluster, tmp_
     shard0_ids = hypann.load(shard0).ids_  # an ordinary index file whose ids are the global ones
     good = shard0.read_bytes()
     shard0.write_bytes(good[: len(good) // 2] + bytes([good[len(good) // 2] ^ 0xFF]) + good[len(good) // 2 + 1 :])
-    ray.kill(index.actors_[0])
+    _kill(index.actors_[0])
     with pytest.raises(ShardUnavailableError, match=r"shard 0 \(Ray actor 0\) could not be searched or restored: .*damaged") as info:
         index.search(Q, 5)
     assert info.value.shard == 0
