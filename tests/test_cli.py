@@ -11,6 +11,7 @@ import sys
 import numpy as np
 import pytest
 
+from hypann import index as hypann_index
 from hypann.cli import main
 from tests.conftest import ball_points
 
@@ -32,6 +33,27 @@ def test_build_search_info(tmp_path, rng, capsys):
     assert out.count("\n") >= 5 and ":" in out
     assert main(["info", str(idx)]) == 0
     assert '"format": "hypann-index"' in capsys.readouterr().out
+
+
+def test_threads_option_gives_identical_answers(tmp_path, rng, capsys, monkeypatch):
+    """``--threads 1`` and ``--threads 2`` reach the kernels (build and search) and write the same neighbours."""
+    np.save(tmp_path / "X.npy", ball_points(rng, 3000, 4, min_conformal=1e-9))
+    np.save(tmp_path / "Q.npy", ball_points(rng, 300, 4, min_conformal=1e-9))
+    seen = []
+    real = hypann_index.numba_threads
+    monkeypatch.setattr(hypann_index, "numba_threads", lambda n_jobs: (seen.append(n_jobs), real(n_jobs))[1])
+    outputs = []
+    for threads in ("1", "2"):
+        idx, out = tmp_path / f"idx{threads}", tmp_path / f"out{threads}.npz"
+        seen.clear()
+        assert main(["build", str(tmp_path / "X.npy"), "-o", str(idx), "--threads", threads]) == 0
+        assert main(["search", str(idx), str(tmp_path / "Q.npy"), "-k", "7", "--threads", threads, "-o", str(out)]) == 0
+        assert seen and set(seen) == {int(threads)}
+        with np.load(out) as z:
+            outputs.append((z["indices"], z["distances"]))
+    np.testing.assert_array_equal(outputs[0][0], outputs[1][0])
+    np.testing.assert_array_equal(outputs[0][1], outputs[1][1])
+    capsys.readouterr()
 
 
 def test_errors_are_messages_not_tracebacks(tmp_path, capsys):
@@ -129,6 +151,8 @@ def test_user_errors_are_one_line_and_status_2(files, capsys, argv, pattern):
     [
         (["search", "{d}/idx", "{d}/Q.npy", "--batch-size", "0"], r"argument --batch-size: must be a positive integer, got '0' \(see 'hypann search --help'\)"),
         (["search", "{d}/idx", "{d}/Q.npy", "-k", "x"], r"argument -k: must be a positive integer, got 'x' \(see 'hypann search --help'\)"),
+        (["search", "{d}/idx", "{d}/Q.npy", "--threads", "0"], r"argument --threads: must be a positive integer, got '0' \(see 'hypann search --help'\)"),
+        (["build", "{d}/X.npy", "-o", "{d}/new", "--threads", "two"], r"argument --threads: must be a positive integer, got 'two' \(see 'hypann build --help'\)"),
         (["search", "{d}/idx"], r"the following arguments are required: queries \(see 'hypann search --help'\)"),
         (["frobnicate"], r"argument command: invalid choice: 'frobnicate' .*"),
     ],

@@ -231,6 +231,7 @@ CASES = [
     ("sklearn", "algorithm_params", {1: 2}, r"algorithm_params keys must be strings, got \[1\]"),
     ("sklearn", "algorithm_params", {"width": 2}, r"bad settings for algorithm 'hkdtree': .*'width'"),
     ("sklearn", "random_state", -1, r"random_state must be a non-negative integer or None, got random_state=-1"),
+    ("sklearn", "n_jobs", 0, r"n_jobs must be a positive integer, -1 or None \(all cores\), got n_jobs=0"),
     ("sklearn.kneighbors", "n_neighbors", 2.5, r"n_neighbors must be an integer, got float \(2.5\)"),
     ("sklearn.kneighbors", "n_neighbors", 0, r"n_neighbors must be in \[1, 60\]"),
     ("sklearn.kneighbors", "return_distance", "no", r"return_distance must be True or False, got return_distance='no'"),
@@ -282,6 +283,7 @@ CASES = [
     ("datasets.load", "k", 2.0, r"k must be a positive integer, got k=2.0 \(float\)"),
     ("datasets.load", "seed", -1, r"seed must be a non-negative integer, got seed=-1"),
     ("datasets.load", "cache", "no", r"cache must be True or False, got cache='no'"),
+    ("datasets.load", "verbose", 1, r"verbose must be True or False, got verbose=1"),
 ]
 
 

@@ -119,6 +119,24 @@ def test_kneighbors_matches_brute_force(rng):
     assert nn.n_samples_fit_ == 300 and nn.n_features_in_ == 4
 
 
+@pytest.mark.parametrize("cls", ESTIMATORS)
+def test_n_jobs_reaches_the_index_and_does_not_change_answers(rng, cls):
+    X = ball_points(rng, 2000, 5, min_conformal=1e-9)
+    Q = ball_points(rng, 200, 5, min_conformal=1e-9)
+    one = cls(n_neighbors=6, n_jobs=1).fit(X)
+    two = cls(n_neighbors=6, n_jobs=2).fit(X)
+    assert one.index_.n_jobs == 1 and two.index_.n_jobs == 2
+    d1, i1 = one.kneighbors(Q)
+    d2, i2 = two.kneighbors(Q)
+    np.testing.assert_array_equal(i1, i2)
+    np.testing.assert_array_equal(d1, d2)
+    one.set_params(n_jobs=-1)  # read again at query time, as scikit-learn's estimators do
+    one.kneighbors(Q[:3])
+    assert one.index_.n_jobs == -1
+    with pytest.raises(ValueError, match=r"n_jobs must be a positive integer, -1 or None \(all cores\), got n_jobs=0"):
+        one.set_params(n_jobs=0).kneighbors(Q[:3])
+
+
 def test_x_none_excludes_self(rng):
     X = ball_points(rng, 100, 3)
     dist, ind = HyperbolicNearestNeighbors(n_neighbors=3).fit(X).kneighbors()

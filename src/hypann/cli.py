@@ -23,6 +23,7 @@ import sys
 
 import numpy as np
 
+from hypann import _progress as bars
 from hypann._files import atomic_write, check_destination
 from hypann.datasets.wordnet import SHIPPED_EPOCHS
 from hypann.index import DEFAULT_ALGORITHM
@@ -40,6 +41,10 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message):
         self.exit(EXIT_USAGE, f"hypann: error: {message} (see '{self.prog} --help')\n")
+
+
+THREADS_HELP = ("threads of the build and searches (default: all cores; results do not depend on it); "
+                "with a sharded index, threads per Ray actor")
 
 
 def _positive_int(text):
@@ -60,12 +65,6 @@ def _radius(text):
     if not (np.isfinite(value) and value >= 0):
         raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text!r}")
     return value
-
-
-def _progress_bar(total, desc):
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, desc=desc, unit="q", disable=None, file=sys.stderr)
 
 
 def _markdown(rows, columns):
@@ -133,6 +132,11 @@ def cmd_demo(args):
     return 0
 
 
+def _actor_threads(args):
+    """``--threads`` of a sharded index: numba threads per Ray actor (default: ShardedIndex's own)."""
+    return {} if args.threads is None else {"threads_per_actor": args.threads}
+
+
 def cmd_build(args):
     import hypann
 
@@ -143,9 +147,9 @@ def cmd_build(args):
         from hypann.distributed import ShardedIndex
 
         index = ShardedIndex(args.shards, partition=args.partition, algorithm=args.algorithm, address=args.ray_address,
-                             **settings).build(X)
+                             **_actor_threads(args), **settings).build(X)
     else:
-        index = hypann.HyperbolicIndex(algorithm=args.algorithm, **settings).build(X)
+        index = hypann.HyperbolicIndex(algorithm=args.algorithm, n_jobs=args.threads, **settings).build(X)
     index.save(args.output)
     print(f"built {index!r}\nwrote {args.output}")
     return 0
@@ -166,26 +170,25 @@ def cmd_search(args):
     if os.path.isdir(args.index):
         from hypann.distributed import ShardedIndex
 
-        index = ShardedIndex.load(args.index, address=args.ray_address)
+        index = ShardedIndex.load(args.index, address=args.ray_address, **_actor_threads(args))
     else:
-        index = hypann.load(args.index)
+        index = hypann.load(args.index, n_jobs=args.threads)
     Q = _load_array(args.queries, "queries")
     if args.radius is not None:
         return _search_radius(index, Q, args)
     k = 10 if args.k is None else args.k
     extra = _params(args.param)
     ids, dists = [], []
-    bar = _progress_bar(len(Q), "search")
     calls, shards = [], []
-    for s in range(0, max(len(Q), 1), args.batch_size):
-        res = index.search(Q[s : s + args.batch_size], k, budget=args.budget, **extra)
-        ids.append(res.indices)
-        dists.append(res.distances)
-        calls.append(res.stats.oracle_calls)
-        if "shards_visited" in res.stats.extra:
-            shards.append(res.stats.extra["shards_visited"])
-        bar.update(len(res))
-    bar.close()
+    with bars.task("search", total=len(Q), unit="q"):
+        for s in range(0, max(len(Q), 1), args.batch_size):
+            res = index.search(Q[s : s + args.batch_size], k, budget=args.budget, **extra)
+            ids.append(res.indices)
+            dists.append(res.distances)
+            calls.append(res.stats.oracle_calls)
+            if "shards_visited" in res.stats.extra:
+                shards.append(res.stats.extra["shards_visited"])
+            bars.advance(len(res))
     ids, dists = np.vstack(ids), np.vstack(dists)
     if args.output:
         atomic_write(args.output, lambda fh: np.savez(fh, indices=ids, distances=dists))
@@ -203,14 +206,13 @@ def cmd_search(args):
 def _search_radius(index, Q, args):
     """``hypann search --radius R``: every point within distance R of each query, in batches."""
     counts, ids, dists = [], [], []
-    bar = _progress_bar(len(Q), "range search")
-    for s in range(0, len(Q), args.batch_size):
-        res = index.search_radius(Q[s : s + args.batch_size], args.radius)
-        counts.append(np.diff(res.offsets))
-        ids.append(res.indices)
-        dists.append(res.distances)
-        bar.update(len(res.offsets) - 1)
-    bar.close()
+    with bars.task("range search", total=len(Q), unit="q"):
+        for s in range(0, len(Q), args.batch_size):
+            res = index.search_radius(Q[s : s + args.batch_size], args.radius)
+            counts.append(np.diff(res.offsets))
+            ids.append(res.indices)
+            dists.append(res.distances)
+            bars.advance(len(res.offsets) - 1)
     if not counts:  # no queries: still validate their shape against the index
         res = index.search_radius(Q, args.radius)
         counts, ids, dists = [np.diff(res.offsets)], [res.indices], [res.distances]
@@ -264,7 +266,7 @@ def cmd_reproduce(args):
     from hypann.eval import reproduce
 
     return reproduce.main(quick=args.quick, output_dir=args.output_dir, docs_path=args.docs,
-                          datasets=tuple(args.datasets), progress=lambda m: print(m, file=sys.stderr, flush=True))
+                          datasets=tuple(args.datasets), progress=bars.write)
 
 
 def build_parser():
@@ -293,6 +295,7 @@ def build_parser():
     b.add_argument("--shards", type=int, default=None, help="build a ShardedIndex of N shards on Ray; -o is then a folder")
     b.add_argument("--partition", default="kd", choices=["kd", "shells", "random", "hash"], help="how --shards splits the points")
     b.add_argument("--ray-address", default=None, help="Ray cluster to use (default: a running one, else a local one)")
+    b.add_argument("--threads", type=_positive_int, default=None, help=THREADS_HELP)
     b.set_defaults(func=cmd_build)
 
     s = sub.add_parser("search", help="search an index file or sharded index folder with a .npy file of queries")
@@ -308,6 +311,7 @@ def build_parser():
     s.add_argument("--param", action="append", help="query setting key=value (repeatable)")
     s.add_argument("-o", "--output", help="write indices/distances to this .npz instead of printing")
     s.add_argument("--ray-address", default=None, help="Ray cluster for a sharded index folder")
+    s.add_argument("--threads", type=_positive_int, default=None, help=THREADS_HELP)
     s.set_defaults(func=cmd_search)
 
     i = sub.add_parser("info", help="print an index file's header")

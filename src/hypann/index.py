@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import logging
-import sys
 
 import numpy as np
 
 from hypann import _validation as V
+from hypann import _progress as progress
 from hypann._runtime import check_n_jobs, notice_first_compile, numba_threads
 from hypann.geometry import _kernels
 from hypann.geometry.poincare import delta_from_dist, dist_from_delta
@@ -19,14 +19,14 @@ from hypann.updates import LiveSet, check_ids, merge_knn, merge_ragged
 
 log = logging.getLogger(__name__)
 
-#: The algorithm of ``HyperbolicIndex()``, the scikit-learn estimator and the CLI
-#: when none is given: hypann's fastest exact method on every data family measured.
-DEFAULT_ALGORITHM = "hkdtree"
 #: A search with ``verbose=True`` shows a progress bar (stderr, when it is a
 #: terminal) for batches of more than this many queries ...
 PROGRESS_MIN_QUERIES = 20_000
 #: ... run in chunks of this many queries, the bar advancing per chunk.
 PROGRESS_CHUNK = 10_000
+#: A build (or load) with ``verbose=True`` shows its bar only once it has
+#: taken this many seconds (at its next step).
+BUILD_PROGRESS_DELAY = 2.0
 #: Algorithms whose random choices depend on a query's row number within the
 #: batch: never split into chunks (the answers would change).
 _ROW_SEEDED = frozenset({"vamana", "random_shells"})
@@ -177,11 +177,15 @@ class HyperbolicIndex:
         algo = make_algorithm(self.algorithm, self.params)
         oracle = self.oracle if self.oracle is not None else DEFAULT_ORACLE
         notice_first_compile(_build_tree, _search_exact)
-        with numba_threads(self.n_jobs):
+        verb = "load" if state else "build"
+        with numba_threads(self.n_jobs), progress.task(f"{verb} {self.algorithm}", enabled=self.verbose,
+                                                      delay=BUILD_PROGRESS_DELAY):
+            progress.advance(stage=f"{points.shape[0]:,} points")
             if state:
                 algo.restore(points, conformal, state, oracle=oracle, random_state=self.random_state)
             else:
                 algo.build(points, conformal, oracle=oracle, random_state=self.random_state)
+            progress.advance(stage="done")
         self.algorithm_ = algo
         self.points_ = points
         self.conformal_ = conformal
@@ -343,15 +347,13 @@ class HyperbolicIndex:
         Only for algorithms whose answer to a query does not depend on its row
         number in the batch, so the result equals the one-piece search.
         """
-        from tqdm.auto import tqdm
-
         m = queries.shape[0]
         parts = []
-        with tqdm(total=m, desc="search", unit="q", disable=None, file=sys.stderr) as bar:
+        with progress.task("search", total=m, unit="q"):
             for start in range(0, m, PROGRESS_CHUNK):
                 stop = min(start + PROGRESS_CHUNK, m)
                 parts.append(self._search_rows(queries[start:stop], q_conf[start:stop], k, None, query_params))
-                bar.update(stop - start)
+                progress.advance(stop - start)
         rows = np.concatenate([np.asarray(p[0], dtype=np.int64) for p in parts])
         deltas = np.concatenate([np.asarray(p[1], dtype=np.float64) for p in parts])
         stats = [p[2] for p in parts]

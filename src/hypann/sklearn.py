@@ -33,13 +33,14 @@ except ImportError as exc:  # pragma: no cover - exercised only without scikit-l
     ) from exc
 
 from hypann import _validation as V
+from hypann._runtime import check_n_jobs
 from hypann.index import DEFAULT_ALGORITHM, HyperbolicIndex
 
 __all__ = ["HyperbolicNearestNeighbors", "HyperbolicKNeighborsTransformer"]
 
 _MODES = ("connectivity", "distance")
 # parameters of HyperbolicIndex that the estimators set themselves
-_OWN_INDEX_PARAMS = ("algorithm", "oracle", "model", "c", "random_state")
+_OWN_INDEX_PARAMS = ("algorithm", "oracle", "model", "c", "random_state", "n_jobs")
 
 
 class _HyperbolicNeighborsBase(BaseEstimator):
@@ -75,13 +76,14 @@ class _HyperbolicNeighborsBase(BaseEstimator):
         X = self._validate_X(X, reset=True, model=self.model, c=self.c)
         self.index_ = HyperbolicIndex(
             algorithm=self.algorithm, oracle=self.oracle, model=self.model, c=self.c,
-            random_state=self.random_state, **params,
+            random_state=self.random_state, n_jobs=self.n_jobs, **params,
         ).build(X)
         self.n_samples_fit_ = self.index_.n_points_
         return self
 
     def _check_params(self):
         V.check_positive_int(self.n_neighbors, "n_neighbors")
+        check_n_jobs(self.n_jobs)
 
     def _validate_X(self, X, *, reset, model, c):
         """Tensors -> numpy (manifold checked), then scikit-learn's checks (sparse, dtype, shape, NaN, n_features)."""
@@ -95,6 +97,9 @@ class _HyperbolicNeighborsBase(BaseEstimator):
 
     def _validate_queries(self, X):
         check_is_fitted(self)
+        # n_jobs may be changed after fit (set_params), as in scikit-learn's estimators
+        check_n_jobs(self.n_jobs)
+        self.index_.n_jobs = self.n_jobs
         return self._validate_X(X, reset=False, model=self.index_.model, c=self.index_.c)
 
     # -- k nearest neighbours ----------------------------------------------
@@ -193,6 +198,12 @@ class HyperbolicNearestNeighbors(_HyperbolicNeighborsBase):
         Build settings of the algorithm (e.g. ``{"width": 3}``).
     random_state : int, optional
         Seed of every random choice of the algorithm.
+    n_jobs : int or None, default None
+        Threads of the index's build and searches (numba threads, not joblib
+        processes); ``None`` or ``-1``: all cores. Unlike scikit-learn's
+        ``None`` (one job), hypann's default uses every core, because its
+        kernels are threaded and answers do not depend on the thread count.
+        May be changed with ``set_params`` after ``fit``.
 
     Attributes
     ----------
@@ -221,7 +232,7 @@ class HyperbolicNearestNeighbors(_HyperbolicNeighborsBase):
     """
 
     def __init__(self, n_neighbors=5, *, radius=1.0, algorithm=DEFAULT_ALGORITHM, oracle=None, model="poincare",
-                 c=1.0, algorithm_params=None, random_state=None):
+                 c=1.0, algorithm_params=None, random_state=None, n_jobs=None):
         self.n_neighbors = n_neighbors
         self.radius = radius
         self.algorithm = algorithm
@@ -230,6 +241,7 @@ class HyperbolicNearestNeighbors(_HyperbolicNeighborsBase):
         self.c = c
         self.algorithm_params = algorithm_params
         self.random_state = random_state
+        self.n_jobs = n_jobs
 
     def _check_params(self):
         super()._check_params()
@@ -324,7 +336,7 @@ class HyperbolicKNeighborsTransformer(ClassNamePrefixFeaturesOutMixin, Transform
         own neighbour (distance 0, stored explicitly) and ``mode="distance"``
         computes one more: the graph has ``n_neighbors + 1`` entries per row
         (``n_neighbors`` for ``"connectivity"``).
-    algorithm, oracle, model, c, algorithm_params, random_state
+    algorithm, oracle, model, c, algorithm_params, random_state, n_jobs
         As in :class:`HyperbolicNearestNeighbors`.
 
     Attributes
@@ -347,7 +359,7 @@ class HyperbolicKNeighborsTransformer(ClassNamePrefixFeaturesOutMixin, Transform
     """
 
     def __init__(self, *, mode="distance", n_neighbors=5, algorithm=DEFAULT_ALGORITHM, oracle=None,
-                 model="poincare", c=1.0, algorithm_params=None, random_state=None):
+                 model="poincare", c=1.0, algorithm_params=None, random_state=None, n_jobs=None):
         self.mode = mode
         self.n_neighbors = n_neighbors
         self.algorithm = algorithm
@@ -356,6 +368,7 @@ class HyperbolicKNeighborsTransformer(ClassNamePrefixFeaturesOutMixin, Transform
         self.c = c
         self.algorithm_params = algorithm_params
         self.random_state = random_state
+        self.n_jobs = n_jobs
 
     def _check_params(self):
         super()._check_params()

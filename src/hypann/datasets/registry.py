@@ -17,6 +17,7 @@ from typing import Callable
 
 import numpy as np
 
+from hypann import _progress as progress
 from hypann._validation import check_bool, check_positive_int, check_seed
 from hypann.datasets.base import Dataset, build_dataset, cached_dataset
 
@@ -26,6 +27,9 @@ logger = logging.getLogger(__name__)
 
 # Base points of every synthetic data set (queries are generated on top).
 SYNTHETIC_BASE_SIZE = 100_000
+#: Preparing a data set shows a progress bar (on a terminal) once it has taken
+#: this many seconds.
+PREPARE_PROGRESS_DELAY = 1.0
 
 
 @dataclass(frozen=True)
@@ -155,7 +159,7 @@ def load_points(name, *, seed=0):
     return np.ascontiguousarray(points, dtype=np.float64)
 
 
-def load(name, *, n_queries=1000, k=10, seed=0, cache=True) -> Dataset:
+def load(name, *, n_queries=1000, k=10, seed=0, cache=True, verbose=True) -> Dataset:
     """Load (generate or read from the cache) a named data set.
 
     Parameters
@@ -171,6 +175,10 @@ def load(name, *, n_queries=1000, k=10, seed=0, cache=True) -> Dataset:
     cache : bool, default True
         Read and write the on-disk cache (``$HYPANN_CACHE`` or
         ``~/.cache/hypann``).
+    verbose : bool, default True
+        Show a progress bar (tqdm, on stderr, only when it is a terminal)
+        while a data set that is not cached is prepared and that takes more
+        than a couple of seconds.
 
     Returns
     -------
@@ -189,14 +197,18 @@ def load(name, *, n_queries=1000, k=10, seed=0, cache=True) -> Dataset:
     k = check_positive_int(k, "k")
     seed = check_seed(seed, "seed", allow_none=False)
     cache = check_bool(cache, "cache")
+    verbose = check_bool(verbose, "verbose")
     spec = _SPECS[name]
     params, make = spec.prepare(n_queries, int(seed))
     params = {**params, "n_queries": n_queries, "k": k, "seed": int(seed)}
 
     def build():
-        points, extra = make()
-        logger.info("building data set %s: %d points, %d queries, k=%d", name, points.shape[0], n_queries, k)
-        meta = {"description": spec.description, "params": params, **extra}
-        return build_dataset(name, points, n_queries=n_queries, k=k, seed=int(seed), metadata=meta)
+        with progress.task(f"prepare {name}", enabled=verbose, delay=PREPARE_PROGRESS_DELAY):
+            progress.advance(stage="points")
+            points, extra = make()
+            logger.info("building data set %s: %d points, %d queries, k=%d", name, points.shape[0], n_queries, k)
+            progress.advance(stage="ground truth")
+            meta = {"description": spec.description, "params": params, **extra}
+            return build_dataset(name, points, n_queries=n_queries, k=k, seed=int(seed), metadata=meta)
 
     return cached_dataset(name, params, build, cache=cache)

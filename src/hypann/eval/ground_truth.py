@@ -14,6 +14,7 @@ import logging
 
 import numpy as np
 
+from hypann import _progress as progress
 from hypann._validation import check_k, check_points, check_positive_int
 from hypann.geometry import _kernels
 from hypann.geometry.poincare import dist_from_delta
@@ -25,6 +26,9 @@ logger = logging.getLogger(__name__)
 # Queries per call of the kernel: large enough to keep both cores busy, small
 # enough that progress is logged and an interrupt is honoured within seconds.
 _QUERY_CHUNK = 256
+#: A ground-truth computation shows a progress bar (on a terminal) once it has
+#: taken this many seconds.
+GROUND_TRUTH_PROGRESS_DELAY = 2.0
 
 
 def _check_conformal(conformal, points, name):
@@ -78,8 +82,10 @@ def exact_knn(queries, points, k, *, q_conformal=None, x_conformal=None, chunk=_
     m = Q.shape[0]
     ids = np.empty((m, k), dtype=np.int64)
     deltas = np.empty((m, k))
-    for start in range(0, m, chunk):
-        stop = min(m, start + chunk)
-        ids[start:stop], deltas[start:stop] = _kernels.brute_knn_delta(Q[start:stop], cq[start:stop], X, cx, k)
-        logger.debug("exact_knn: %d/%d queries", stop, m)
+    with progress.task("exact k-NN", total=m, unit="q", delay=GROUND_TRUTH_PROGRESS_DELAY):
+        for start in range(0, m, chunk):
+            stop = min(m, start + chunk)
+            ids[start:stop], deltas[start:stop] = _kernels.brute_knn_delta(Q[start:stop], cq[start:stop], X, cx, k)
+            logger.debug("exact_knn: %d/%d queries", stop, m)
+            progress.advance(stop - start)
     return ids, dist_from_delta(deltas)

@@ -38,6 +38,7 @@ import time
 
 import numpy as np
 
+from hypann import _progress as bars
 from hypann._files import atomic_write
 from hypann.eval import paper_tables as paper
 from hypann.eval.ground_truth import exact_knn
@@ -119,6 +120,16 @@ def quality(found_d, true_d, k):
 
 # ----------------------------------------------------------------------------- one data set
 def run_dataset(key, *, quick=False, seed=0, progress=print):
+    """Every table of one data set (``"10d"`` or ``"100d"``) as a JSON-ready dict.
+
+    ``progress(message)`` is called at each milestone; the same milestones
+    advance the progress bar of the enclosing :func:`hypann._progress.task`.
+    """
+    with bars.task(f"[{key}]"):
+        return _run_dataset(key, quick, seed, lambda message: (progress(message), bars.advance(stage=message)))
+
+
+def _run_dataset(key, quick, seed, progress):
     cfg = CONFIGS[key]
     points = load_points(key, quick=quick, seed=seed)
     n_stats, n_large = (60, 100) if quick else (800, 1000)
@@ -197,6 +208,7 @@ def run_dataset(key, *, quick=False, seed=0, progress=print):
         to, _ = median_time(lambda: ours.search(Q, 5, budget=B), repeats=repeats, warmup=0)
         tv, _ = median_time(lambda: vamana.search(Q, 5, budget=B), repeats=repeats, warmup=0)
         t10[B] = {"ours_s": to, "vamana_s": tv, "ratio": to / tv}
+        bars.advance(stage=f"table 10, budget {B}")
     out["table10"] = t10
 
     # Beyond the paper: no budget, recall@10 vs queries/s.
@@ -218,6 +230,7 @@ def run_dataset(key, *, quick=False, seed=0, progress=print):
         for L in (64, 160, 640):
             configs.append((f"Vamana R={STRONG_VAMANA['R']}, build L={STRONG_VAMANA['L']}, search L={L}", strong, {"L": L}))
     for label, index, kw in configs:
+        bars.advance(stage=label)
         index.search(Q[:10], 10, **kw)
         secs, res = median_time(lambda: index.search(Q, 10, **kw), repeats=repeats, warmup=0)
         beyond.append({"method": label, "recall_at_10": quality(res.distances, true_large, 10)["recall"],
@@ -413,11 +426,13 @@ def main(*, quick=False, output_dir="results", docs_path=None, datasets=("10d", 
     ``seed``) that are not rerun are kept, so the two can be run separately.
     """
     datasets_out = []
-    for k in datasets:
-        t0 = time.perf_counter()
-        res = run_dataset(k, quick=quick, seed=seed, progress=progress)
-        res["elapsed_s"] = time.perf_counter() - t0
-        datasets_out.append(res)
+    with bars.task("reproduce", total=len(datasets), unit="data set"):
+        for k in datasets:
+            t0 = time.perf_counter()
+            res = run_dataset(k, quick=quick, seed=seed, progress=progress)
+            res["elapsed_s"] = time.perf_counter() - t0
+            datasets_out.append(res)
+            bars.advance()
     os.makedirs(output_dir, exist_ok=True)
     results = _merge_previous({"quick": quick, "seed": seed, "git_sha": _git_sha(), "datasets": datasets_out},
                               os.path.join(output_dir, "reproduction.json"))

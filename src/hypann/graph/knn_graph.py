@@ -124,6 +124,7 @@ import warnings
 import numba as nb
 import numpy as np
 
+from hypann import _progress as progress
 from hypann._validation import check_positive_int, check_real, check_stored_points, check_stored_queries
 from hypann.geometry._kernels import brute_knn_delta, delta_row, insert_sorted, sq_dist_row
 from hypann.graph.partition_tree import build_forest, build_tree, mix_seed, split_key, splitmix64
@@ -343,10 +344,12 @@ def nn_descent(points, conf, K, *, n_trees, leaf_size, max_candidates, max_round
     seeds = np.array([int(mix_seed(seed, 7, t)) for t in range(n_trees)], dtype=np.uint64)
     leaf_ranges, orders = build_forest(points, leaf_size, seeds)
     row_d, row_i, row_f = _init_graph(points, conf, K, leaf_ranges, orders, 2 * leaf_size, np.uint64(seed))
+    progress.advance(stage="initial graph")
     for rnd in range(max_rounds):
         new_i, old_i = _candidates(row_d, row_i, row_f, max_candidates, np.uint64(seed), rnd)
         changed = _refine(points, conf, new_i, old_i, row_d, row_i, row_f)
         logger.debug("nn-descent round %d: %d changes", rnd, changed)
+        progress.advance(stage=f"nn-descent round {rnd + 1}: {changed:,} changes")
         if changed <= tol * n * K:
             break
     if return_forest:
@@ -736,6 +739,7 @@ class HyperbolicGraphIndex:
             self.ef_ = EF_LADDER[0]
             self.calibration_recall_ = float("nan")
         else:
+            progress.advance(stage="calibrating ef")
             rng = np.random.default_rng(seed)
             sample = np.sort(rng.choice(n, size=min(n, CALIBRATION_SIZE), replace=False)).astype(np.int64)
             truth = _leave_one_out_truth(points, conformal, sample, min(CALIBRATION_K, n - 1))
