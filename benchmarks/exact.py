@@ -23,7 +23,7 @@ from _common import markdown_table, median_time, write_json  # noqa: E402
 
 import hypann  # noqa: E402
 from hypann.datasets.synthetic import hierarchical_tree  # noqa: E402
-from hypann.demo import holdout_split  # noqa: E402
+from hypann.apps.demo import holdout_split  # noqa: E402
 from hypann.eval.metrics import recall  # noqa: E402
 from hypann.eval.numpy_brute import numpy_brute_knn  # noqa: E402
 

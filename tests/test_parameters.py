@@ -395,7 +395,7 @@ def test_spec_true_false_literals_are_booleans():
 
 
 def test_cli_param_no_is_not_true(tmp_path, capsys):
-    from hypann.cli import main
+    from hypann.apps.cli import main
 
     x = tmp_path / "x.npy"
     np.save(x, _points())

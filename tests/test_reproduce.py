@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from hypann.eval import reproduce
+from hypann.apps import reproduce
 
 
 def test_quality_definitions():

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from hypann.eval.metrics import recall
+from hypann.metrics import recall
 
 
 @dataclass

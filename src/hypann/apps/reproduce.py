@@ -40,8 +40,8 @@ import numpy as np
 
 from hypann._files import atomic_write
 from hypann.eval import paper_tables as paper
-from hypann.eval.ground_truth import exact_knn
-from hypann.eval.metrics import approximation_ratios, recall
+from hypann.search.ground_truth import exact_knn
+from hypann.metrics import approximation_ratios, recall
 from hypann.eval.timing import median_time
 from hypann.index import HyperbolicIndex
 
