@@ -29,7 +29,7 @@ LAYERS = (
     ("geometry", ("hypann.geometry", "hypann._validation")),
     ("oracles", ("hypann.oracles",)),
     ("search", ("hypann.search", "hypann.graph")),
-    ("index", ("hypann.index", "hypann.io", "hypann.updates")),
+    ("index", ("hypann.index", "hypann.io", "hypann.updates", "hypann.settings")),
     ("library", ("hypann.sklearn", "hypann.datasets", "hypann.eval", "hypann.distributed", "hypann.embed")),
     ("facade", ("hypann",)),  # the package's __init__: lazy public names over every layer below
     ("apps", ("hypann.apps",)),
