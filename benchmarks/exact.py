@@ -1,4 +1,4 @@
-"""Exact and ratio-approximate search vs blocked numpy float64 brute force (issue 2's benchmark).
+"""Exact and ratio-approximate search vs blocked numpy float64 brute force.
 
 Data: the demo's hierarchical tree (100,000 base points + 1,000 held-out
 queries) in 10-D and 100-D. Every method answers the same batch of 1,000

@@ -94,8 +94,6 @@ TARGETS = {
     "datasets.load": lambda p, v: registry.load(**{"name": "synthetic-tree-10d", p: v}),
 }
 
-INT_TYPE = r"\((float|str|bool|NoneType)\)"  # the type named after a wrongly typed value
-
 CASES = [
     # ---- HyperbolicIndex constructor (checked by build)
     ("index", "algorithm", 3, r"algorithm must be a string, one of \['binary_search', .*\], got algorithm=3"),

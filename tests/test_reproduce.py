@@ -1,4 +1,4 @@
-"""`hypann reproduce --quick` end to end on WordNet subsets (what CI runs of issue 5)."""
+"""`hypann reproduce --quick` end to end on WordNet subsets."""
 
 from __future__ import annotations
 
