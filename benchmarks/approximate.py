@@ -56,7 +56,7 @@ import numpy as np  # noqa: E402
 import peers  # noqa: E402
 from _common import ROOT, markdown_table, median_time, write_json  # noqa: E402
 from hypann import HyperbolicIndex  # noqa: E402
-from hypann.demo import holdout_split  # noqa: E402
+from hypann.apps.demo import holdout_split  # noqa: E402
 from hypann.eval.numpy_brute import numpy_brute_knn  # noqa: E402
 
 K = 10

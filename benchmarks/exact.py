@@ -1,4 +1,4 @@
-"""Exact and ratio-approximate search vs blocked numpy float64 brute force (issue 2's benchmark).
+"""Exact and ratio-approximate search vs blocked numpy float64 brute force.
 
 Data: the demo's hierarchical tree (100,000 base points + 1,000 held-out
 queries) in 10-D and 100-D. Every method answers the same batch of 1,000
@@ -23,7 +23,7 @@ from _common import markdown_table, median_time, write_json  # noqa: E402
 
 import hypann  # noqa: E402
 from hypann.datasets.synthetic import hierarchical_tree  # noqa: E402
-from hypann.demo import holdout_split  # noqa: E402
+from hypann.apps.demo import holdout_split  # noqa: E402
 from hypann.eval.metrics import recall  # noqa: E402
 from hypann.eval.numpy_brute import numpy_brute_knn  # noqa: E402
 

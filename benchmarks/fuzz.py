@@ -1,8 +1,8 @@
-"""Fuzz every algorithm/oracle pair on thousands of random adversarial cases (issue #9).
+"""Fuzz every algorithm/oracle pair on thousands of random adversarial cases.
 
 Each case draws a pair (cycling through all of them), a generator (uniform in the Euclidean
 or the hyperbolic ball, boundary-heavy, tangent-space clusters, duplicates, all-identical,
-lines, subspaces, lattices and the two shapes of issue #9), ``n`` from 1 to ``--max-n``,
+lines, subspaces, lattices and the two shapes that once crashed the kd-tree), ``n`` from 1 to ``--max-n``,
 ``d`` from 2 to 128, ``k`` from 1 to ``n``, the pair's settings and sometimes a sample
 budget (see ``tests/fuzz_data.py``). Cases run one after another in worker subprocesses
 (``tests/fuzz_worker.py``): a segfault or abort counts as a crash of its case and a fresh

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from _common import markdown_table, write_json
 
-from hypann.eval import reproduce
+from hypann.apps import reproduce
 from hypann.eval.ground_truth import exact_knn
 from hypann.index import HyperbolicIndex
 

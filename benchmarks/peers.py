@@ -7,7 +7,7 @@ query-time setting and returns one row (a dict) per setting::
      "mean_max_ratio", "max_ratio", "queries_per_s", "query_s", "build_s",
      "index_bytes", ...}
 
-How each peer is set up follows ``../shared/PEERS.md``:
+How each peer is set up:
 
 * **usearch** (HNSW) with the Poincare surrogate compiled by numba as a C
   callback (``usearch.index.CompiledMetric`` over a ``numba.cfunc`` of kind

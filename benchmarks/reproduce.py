@@ -12,7 +12,7 @@ import sys
 
 from _common import ROOT
 
-from hypann.eval import reproduce
+from hypann.apps import reproduce
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])

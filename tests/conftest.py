@@ -11,9 +11,6 @@ settings.register_profile(
 )
 settings.load_profile("hypann")
 
-# Per-dtype tolerances, defined once (hypann computes in float64 only).
-RTOL = {np.float64: 1e-12}
-
 
 @pytest.fixture
 def rng():

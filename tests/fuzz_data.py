@@ -58,7 +58,6 @@ ORACLES = {
     "faiss:HNSW32": False,
     "hnswlib": False,
 }
-EXACT_ORACLES = [name for name, exact in ORACLES.items() if exact]
 
 
 def _make_pairs():

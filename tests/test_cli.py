@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from hypann import index as hypann_index
-from hypann.cli import main
+from hypann.apps.cli import main
 from tests.conftest import ball_points
 
 SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
@@ -184,7 +184,7 @@ def test_failed_output_write_leaves_no_file(files, capsys, monkeypatch):
     def disk_full(*args, **kwargs):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr("hypann.cli.np.savez", disk_full)
+    monkeypatch.setattr("hypann.apps.cli.np.savez", disk_full)
     code, err = _run(["search", files / "idx", files / "Q.npy", "-o", files / "out.npz"], capsys)
     assert code == 1
     _one_error_line(err, r"\[Errno 28\] No space left on device")
@@ -211,7 +211,7 @@ def test_permission_errors_are_messages(files, capsys):
 def test_permission_errors_simulated(files, capsys, monkeypatch):
     """The same messages as above, under root too: the permission checks are faked."""
     import hypann._files
-    import hypann.cli
+    import hypann.apps.cli
 
     real_access = os.access
     monkeypatch.setattr(hypann._files.os, "access", lambda p, mode: False if "locked" in str(p) else real_access(p, mode))
@@ -223,7 +223,7 @@ def test_permission_errors_simulated(files, capsys, monkeypatch):
     def denied(path, mode="r"):
         raise PermissionError(13, "Permission denied", str(path))
 
-    monkeypatch.setattr(hypann.cli, "open", denied, raising=False)
+    monkeypatch.setattr(hypann.apps.cli, "open", denied, raising=False)
     code, err = _run(["search", files / "idx", files / "Q.npy"], capsys)
     assert code == 1
     _one_error_line(err, r"cannot read queries from '.*Q\.npy': Permission denied")
@@ -242,7 +242,7 @@ def test_closed_pipe_exits_quietly(tmp_path, rng):
     assert main(["build", str(tmp_path / "X.npy"), "-o", str(tmp_path / "idx"), "--algorithm", "brute"]) == 0
     py = shlex.quote(sys.executable)
     proc = _cli_subprocess(
-        f"{py} -m hypann.cli search idx Q.npy 2>err.txt | head -1; echo \"status=${{PIPESTATUS[0]}}\" >&2", tmp_path
+        f"{py} -m hypann.apps.cli search idx Q.npy 2>err.txt | head -1; echo \"status=${{PIPESTATUS[0]}}\" >&2", tmp_path
     )
     assert proc.stdout.count("\n") == 1 and proc.stdout.startswith("0\t")
     assert proc.stderr.strip() == "status=141"
@@ -250,7 +250,7 @@ def test_closed_pipe_exits_quietly(tmp_path, rng):
 
 
 def test_subprocess_error_has_no_traceback(tmp_path):
-    proc = _cli_subprocess(f"{shlex.quote(sys.executable)} -m hypann.cli search nothing.hypann q.npy", tmp_path)
+    proc = _cli_subprocess(f"{shlex.quote(sys.executable)} -m hypann.apps.cli search nothing.hypann q.npy", tmp_path)
     assert proc.returncode == 2
     assert proc.stderr == "hypann: error: no index file at 'nothing.hypann'\n"
 

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 ray = pytest.importorskip("ray")
 
 import hypann  # noqa: E402
-from hypann import cli  # noqa: E402
+from hypann.apps import cli  # noqa: E402
 from hypann._validation import check_points  # noqa: E402
 from hypann.datasets import synthetic  # noqa: E402
 from hypann.distributed import ShardedIndex, ShardUnavailableError  # noqa: E402

@@ -1,4 +1,4 @@
-"""Fuzz every algorithm/oracle pair on adversarial inputs (issue #9, "Trustworthy on any input").
+"""Fuzz every algorithm/oracle pair on adversarial inputs.
 
 Cases come from ``tests/fuzz_data.py`` (generators, float64 brute-force ground truth, checks)
 and run in a worker subprocess (``tests/fuzz_worker.py``), so a segfault in a numba kernel

@@ -124,7 +124,7 @@ def test_knn_tracking_stack_grows_when_the_stated_depth_is_too_small():
         tree.start_, tree.end_, 1, C, 5, C, cx[:20], _budget_array(None, 20), True,
     )
     ref_sq, _ = _euclid_brute(C, X, 5)
-    np.testing.assert_allclose(out[0], ref_sq, rtol=1e-12, atol=0)
+    np.testing.assert_allclose(out[1], ref_sq, rtol=1e-12, atol=0)
 
 
 def test_search_exact_near_boundary_and_duplicates():

@@ -94,8 +94,6 @@ TARGETS = {
     "datasets.load": lambda p, v: registry.load(**{"name": "synthetic-tree-10d", p: v}),
 }
 
-INT_TYPE = r"\((float|str|bool|NoneType)\)"  # the type named after a wrongly typed value
-
 CASES = [
     # ---- HyperbolicIndex constructor (checked by build)
     ("index", "algorithm", 3, r"algorithm must be a string, one of \['binary_search', .*\], got algorithm=3"),
@@ -397,7 +395,7 @@ def test_spec_true_false_literals_are_booleans():
 
 
 def test_cli_param_no_is_not_true(tmp_path, capsys):
-    from hypann.cli import main
+    from hypann.apps.cli import main
 
     x = tmp_path / "x.npy"
     np.save(x, _points())

@@ -182,7 +182,7 @@ def test_dataset_preparation_shows_its_stages(monkeypatch):
 
 
 def test_reproduce_milestones_advance_the_bar(monkeypatch):
-    from hypann.eval import reproduce
+    from hypann.apps import reproduce
 
     term = _Terminal()
     monkeypatch.setattr("sys.stderr", term)

@@ -1,4 +1,4 @@
-"""`hypann reproduce --quick` end to end on WordNet subsets (what CI runs of issue 5)."""
+"""`hypann reproduce --quick` end to end on WordNet subsets."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from hypann.eval import reproduce
+from hypann.apps import reproduce
 
 
 def test_quality_definitions():

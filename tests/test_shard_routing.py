@@ -228,5 +228,5 @@ def test_searching_an_unbuilt_index_says_so():
 
 
 def test_import_hypann_does_not_import_ray():
-    code = "import sys, hypann, hypann.distributed, hypann.cli; hypann.ShardedIndex; assert 'ray' not in sys.modules, 'ray imported'"
+    code = "import sys, hypann, hypann.distributed, hypann.apps.cli; hypann.ShardedIndex; assert 'ray' not in sys.modules, 'ray imported'"
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 import hypann
@@ -81,11 +81,10 @@ def test_probe_count_lemmas(seed, h_q, r):
         if P.conformal_factor(cand[None])[0] > 0 and bands.shell_of(P.conformal_factor(cand[None]), w)[0] == home:
             nn = cand
             break
-    if nn is None:
-        return
+    assume(nn is not None)  # no point of q's shell at distance r found: not the constructed case
     X = np.vstack([nn, _one_point_per_shell(n_shells, w, rng)])
-    if np.min(P.pairwise_dist(q[None], X[1:])) <= P.dist(q, nn) * 1.0001:
-        return  # a filler point came closer: the case is not the constructed one
+    # a filler point came closer: the case is not the constructed one
+    assume(np.min(P.pairwise_dist(q[None], X[1:])) > P.dist(q, nn) * 1.0001)
     res = hypann.HyperbolicIndex(algorithm="shells", oracle="kdtree", width=w, n_shells=n_shells).build(X).search(q[None], 1)
     assert res.indices[0, 0] == 0
     d_nn = P.dist(q, nn)

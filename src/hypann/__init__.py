@@ -4,6 +4,11 @@ Implements Wu & Charikar, *Nearest Neighbor Search for Hyperbolic Embeddings*
 (Recentering, Binary-Search and Spherical-Shell search on top of any Euclidean
 nearest-neighbour oracle) and goes past it. Start with :class:`HyperbolicIndex`.
 
+This module is the package's public face, above every layer but the
+applications (:mod:`hypann.apps`); modules inside the package import what they
+need from the module that defines it, never from ``hypann`` itself (see
+``docs/architecture.md``).
+
 ``import hypann`` is cheap: the public names below (and the subpackages
 ``hypann.datasets``, ``hypann.sklearn``, ...) are imported on first use
 (PEP 562), so numba and scipy load only when an index is made.
@@ -12,12 +17,8 @@ nearest-neighbour oracle) and goes past it. Start with :class:`HyperbolicIndex`.
 from __future__ import annotations
 
 import importlib
-from importlib.metadata import PackageNotFoundError, version
 
-try:  # the version is defined once, in pyproject.toml
-    __version__ = version("hypann")
-except PackageNotFoundError:  # pragma: no cover - running from a source tree without metadata
-    __version__ = "0+unknown"
+from hypann._version import __version__
 
 # public name -> module that defines it
 _EXPORTS = {

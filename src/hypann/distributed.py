@@ -111,9 +111,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-import hypann
 from hypann import _validation as V
 from hypann._runtime import numba_threads
+from hypann._version import __version__
 from hypann.geometry.bands import INTERSECT_RTOL
 from hypann.geometry.poincare import dist0, dist_from_delta
 from hypann.index import HyperbolicIndex, check_search_options
@@ -248,7 +248,7 @@ class _ShardHost:
         got = _file_sha256(path)
         if got != sha256:
             raise ValueError(f"shard {shard}: file {path!r} is damaged (sha256 {got[:16]}... but the manifest says {sha256[:16]}...)")
-        index = hypann.load(path, n_jobs=self.threads)
+        index = HyperbolicIndex.load(path, n_jobs=self.threads)
         ids = index.ids_
         if index.live_.n_changes or ids.size != index.points_.shape[0] or (ids.size > 1 and not np.all(np.diff(ids) > 0)):
             raise ValueError(f"shard {shard}: {path!r} is not a shard file (its ids are not the ascending global ids of its points)")
@@ -472,7 +472,7 @@ def read_manifest(path) -> dict:
         raise ValueError(f"{mpath!r} is not a hypann sharded-index manifest (format={doc.get('format') if isinstance(doc, dict) else None!r})")
     if doc.get("format_version") != FORMAT_VERSION:
         raise ValueError(
-            f"{mpath!r} has format_version={doc.get('format_version')!r}; this hypann ({hypann.__version__}) "
+            f"{mpath!r} has format_version={doc.get('format_version')!r}; this hypann ({__version__}) "
             f"reads format_version={FORMAT_VERSION}"
         )
     body = {key: value for key, value in doc.items() if key != "manifest_sha256"}
@@ -897,7 +897,7 @@ class ShardedIndex:
         return {
             "format": FORMAT,
             "format_version": FORMAT_VERSION,
-            "hypann_version": hypann.__version__,
+            "hypann_version": __version__,
             "n": int(self.n_points_),
             "d": int(self.dim_),
             "partition": params["partition"],

@@ -521,7 +521,7 @@ class HyperbolicIndex:
         """Read an index written by :meth:`save` (``overrides`` replace stored settings, e.g. ``oracle=``)."""
         from hypann.io import load_index
 
-        return load_index(path, **overrides)
+        return load_index(cls, path, **overrides)
 
     @property
     def nbytes(self) -> int:

@@ -61,10 +61,11 @@ from numbers import Integral
 
 import numpy as np
 
-import hypann
 from hypann import _validation as V
 from hypann._files import atomic_write
+from hypann._version import __version__
 from hypann.oracles import registry as oracle_registry
+from hypann.search.registry import make_algorithm
 
 FORMAT = "hypann-index"
 FORMAT_VERSION = 2
@@ -107,7 +108,7 @@ def save_index(index, path) -> None:
     header = {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
-        "hypann_version": hypann.__version__,
+        "hypann_version": __version__,
         "model": params.pop("model"),
         "c": params.pop("c"),
         "dtype": "float64",
@@ -188,7 +189,7 @@ def _parse_header(z, path) -> dict:
     version = header.get("format_version")
     if version not in READABLE_VERSIONS or isinstance(version, bool):
         raise ValueError(
-            f"{path!r} has index format_version={version!r}; this hypann ({hypann.__version__}) reads "
+            f"{path!r} has index format_version={version!r}; this hypann ({__version__}) reads "
             f"format_version={FORMAT_VERSION}" + (" and 1" if 1 in READABLE_VERSIONS else "")
             + "; rebuild the index with this version (HyperbolicIndex(...).build(X).save(path))"
         )
@@ -334,14 +335,16 @@ def _register_stored_oracle(header, path):
     oracle_registry.register_oracle(name, cls)
 
 
-def load_index(path, **overrides):
+def load_index(index_class, path, **overrides):
     """Read an index written by :func:`save_index`; ``overrides`` replace stored settings.
 
-    With overrides other than ``n_jobs`` and ``verbose`` the search structure is rebuilt from
-    the stored points (the stored one was built with other settings).
+    ``index_class`` is :class:`~hypann.HyperbolicIndex` (or a subclass), passed in by
+    :meth:`HyperbolicIndex.load <hypann.HyperbolicIndex.load>`: this module is below
+    ``hypann.index`` and does not import it. With overrides other than ``n_jobs`` and
+    ``verbose`` the search structure is rebuilt from the stored points (the stored one was
+    built with other settings).
     """
-    from hypann.index import HyperbolicIndex
-    from hypann.search.registry import make_algorithm
+    HyperbolicIndex = index_class
 
     path = os.fspath(path)
     header, points, conformal, labels, state = _read_checked(path)

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from hypann.eval.metrics import recall
+from hypann.metrics import DEFAULT_EPSILON, recall
 
 
 @dataclass
@@ -85,12 +85,12 @@ class SearchResult:
     def __len__(self):
         return self.indices.shape[0]
 
-    def recall(self, true_distances, *, rtol: float = 1e-9) -> float:
+    def recall(self, true_distances, *, rtol: float = DEFAULT_EPSILON) -> float:
         """Mean recall@k against exact distances, counted by distance threshold.
 
         A returned neighbour counts when its distance is at most the true k-th
         distance times ``1 + rtol``, so equidistant points (frequent near the
-        boundary) do not matter.
+        boundary) do not matter. Computed by :func:`hypann.metrics.recall`.
         """
         return recall(self.distances, true_distances, self.k, epsilon=rtol)
 

@@ -28,7 +28,7 @@ import numpy as np
 
 from hypann._files import atomic_write
 from hypann._validation import check_k, check_positive_int
-from hypann.eval.ground_truth import exact_knn
+from hypann.search.ground_truth import exact_knn
 
 __all__ = [
     "Dataset",

@@ -678,7 +678,7 @@ def train_wordnet_nouns(
     dict
         The metadata written to ``output``.
     """
-    import hypann
+    from hypann._version import __version__
     from hypann.embed.poincare_train import train_poincare
     from hypann.eval.reconstruction import reconstruction_metrics
 
@@ -750,7 +750,7 @@ def train_wordnet_nouns(
         n_nodes=hierarchy.n_nodes,
         n_closure_pairs=int(len(closure)),
         names_sha256=names_sha,
-        hypann_version=hypann.__version__,
+        hypann_version=__version__,
         format_version=FORMAT_VERSION,
         data="WordNet 3.0 nouns, closure of hypernyms + instance hypernyms",
     )

@@ -1,7 +1,7 @@
 """Evaluation helpers: exact ground truth and quality metrics (recall, approximation ratios)."""
 
-from hypann.eval.ground_truth import exact_knn
-from hypann.eval.metrics import (
+from hypann.search.ground_truth import exact_knn
+from hypann.metrics import (
     ApproximationRatios,
     approximation_ratios,
     id_recall,

@@ -1,6 +1,6 @@
 """Blocked numpy float64 brute force: the baseline every speed ratio is measured against.
 
-Done the careful way (``../shared/PEERS.md``): ``1-|x|^2`` once per point with
+Done the careful way: ``1-|x|^2`` once per point with
 compensated arithmetic, ``|q-x|^2`` from explicit differences, ranking by the
 monotone ``delta = |q-x|^2/((1-|q|^2)(1-|x|^2))`` and ``asinh`` only for the k
 winners. Single-threaded numpy, no BLAS shortcut (the matrix-product form

@@ -6,6 +6,26 @@ no ``fastmath`` anywhere: distance code must not be reassociated.
 Every hyperbolic comparison in the package goes through :func:`delta_row`,
 which takes ``(q, cq, x, cx)``: a point with its stored conformal factor
 ``1-|q|^2``, so no kernel ever recomputes a norm.
+
+Kernel contract
+---------------
+Every k-nearest-neighbour kernel of the package (here, in the oracles, the
+kd-tree and the graphs) follows one convention:
+
+* it returns ``(ids, keys, ...)`` -- ids first, then their keys, then any
+  per-query counters (``evaluations``, ``samples``); a kernel that fills
+  caller-owned buffers takes them in the same order (``out_i, out_d``);
+* ``ids`` is ``(m, k)`` int64 and ``keys`` ``(m, k)`` float64, each row
+  ascending by key (ties: the order in which the points were met, which is
+  the lower index for a scan in index order);
+* a slot with no result holds id ``-1`` and key ``+inf``, always together
+  and always after every real result;
+* the key is ``delta = |q-x|^2 / ((1-|q|^2)(1-|x|^2))`` for hyperbolic
+  kernels and ``|q-x|^2`` for Euclidean ones; distances are formed outside
+  the kernels, in one place (:func:`hypann.geometry.poincare.dist_from_delta`).
+
+The top-k lists are kept by :func:`insert_sorted` (and
+:func:`insert_sorted_unique`, which skips an id already listed).
 """
 
 from __future__ import annotations
@@ -134,11 +154,13 @@ def insert_sorted(keys, ids, key, ident):
 
 
 @nb.njit(cache=True, inline="always")
-def heap_push_max(keys, ids, key, ident):
-    """Insert into a fixed-size list kept sorted ascending (k small).
+def insert_sorted_unique(keys, ids, key, ident):
+    """:func:`insert_sorted` unless ``ident`` is already in ``ids``; True when the list changed.
 
-    ``keys[-1]`` is the current worst; the caller checks ``key < keys[-1]``.
-    Duplicate ids are ignored. Returns True when the list changed.
+    A fixed-size list sorted ascending by ``keys`` (k small, so the scan for
+    ``ident`` is linear); ``keys[-1]`` is the current worst and the caller
+    checks ``key < keys[-1]``. (Formerly misnamed ``heap_push_max``: there is
+    no heap.)
     """
     for t in range(keys.shape[0]):
         if ids[t] == ident:
@@ -201,7 +223,7 @@ def merge_topk(best_ids, best_d, cand_ids, cand_d):
             j = cand_ids[i, t]
             d = cand_d[i, t]
             if j >= 0 and d < best_d[i, k - 1]:
-                if heap_push_max(best_d[i], best_ids[i], d, j):
+                if insert_sorted_unique(best_d[i], best_ids[i], d, j):
                     changed[i] = True
     return changed
 

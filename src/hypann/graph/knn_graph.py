@@ -129,6 +129,7 @@ from hypann._validation import check_positive_int, check_real, check_stored_poin
 from hypann.geometry._kernels import brute_knn_delta, delta_row, insert_sorted, sq_dist_row
 from hypann.graph.partition_tree import build_forest, build_tree, mix_seed, split_key, splitmix64
 from hypann.graph.vamana import GraphSearchResult, _list_offer
+from hypann.metrics import recall
 
 __all__ = ["HyperbolicGraphIndex", "GraphSearchResult"]
 
@@ -216,7 +217,7 @@ def _init_row(p, points, conf, leaf_ranges, orders, max_members, seed, row_d, ro
 
 @nb.njit(cache=True, parallel=True)
 def _init_graph(points, conf, K, leaf_ranges, orders, max_members, seed):
-    """Initial k-NN rows (``delta`` ascending, ids, new flags) of all points, in parallel blocks."""
+    """Initial k-NN rows of all points, in parallel blocks: ``(ids, deltas ascending, new flags)``."""
     n = points.shape[0]
     row_d = np.full((n, K), np.inf)
     row_i = np.full((n, K), -1, dtype=np.int64)
@@ -227,7 +228,7 @@ def _init_graph(points, conf, K, leaf_ranges, orders, max_members, seed):
         for p in range(ch * _CHUNK, min(n, (ch + 1) * _CHUNK)):
             _init_row(p, points, conf, leaf_ranges, orders, max_members, seed, row_d[p], row_i[p], row_f[p],
                       seen, p + 1)
-    return row_d, row_i, row_f
+    return row_i, row_d, row_f
 
 
 @nb.njit(cache=True)
@@ -343,7 +344,7 @@ def nn_descent(points, conf, K, *, n_trees, leaf_size, max_candidates, max_round
     n = points.shape[0]
     seeds = np.array([int(mix_seed(seed, 7, t)) for t in range(n_trees)], dtype=np.uint64)
     leaf_ranges, orders = build_forest(points, leaf_size, seeds)
-    row_d, row_i, row_f = _init_graph(points, conf, K, leaf_ranges, orders, 2 * leaf_size, np.uint64(seed))
+    row_i, row_d, row_f = _init_graph(points, conf, K, leaf_ranges, orders, 2 * leaf_size, np.uint64(seed))
     progress.advance(stage="initial graph")
     for rnd in range(max_rounds):
         new_i, old_i = _candidates(row_d, row_i, row_f, max_candidates, np.uint64(seed), rnd)
@@ -611,7 +612,6 @@ def _calibrate_ef(index, sample, truth, target):
     k = truth.shape[1]
     queries = index.points_[sample]
     q_conf = index.conformal_[sample]
-    thresh = truth[:, k - 1 : k] * (1.0 + RECALL_RTOL)
     ladder = [e for e in EF_LADDER if e < n]
     e = EF_LADDER[-1]
     while e < n:
@@ -621,7 +621,7 @@ def _calibrate_ef(index, sample, truth, target):
     rec = 0.0
     for ef in ladder:
         ids, deltas, _ = index._run(queries, q_conf, k, ef, None, sample)
-        rec = float(np.mean(np.sum(deltas <= thresh, axis=1)) / k)
+        rec = recall(deltas, truth, k, epsilon=RECALL_RTOL)  # by delta: monotone in the distance
         if rec >= target:
             return ef, rec
     return ladder[-1], rec

@@ -8,6 +8,12 @@ subclassing :class:`EuclideanOracle` and writing ``_build`` and ``_knn``
 
 Capabilities
 ------------
+Each is a class attribute of :class:`EuclideanOracle` (False by default; an
+instance may refine one, as faiss sets ``exact`` for ``"Flat"``), read by the
+search algorithms instead of probing for methods, listed by
+:meth:`EuclideanOracle.capabilities` and checked by the shared conformance
+test ``tests/test_oracle_conformance.py``, which a user's oracle can run too.
+
 ``exact``
     ``knn`` returns the true Euclidean nearest neighbours (the paper's O);
     otherwise it is a (1+eps)-approximate oracle (the paper's O~). Exact
@@ -34,6 +40,18 @@ Capabilities
     ``_knn`` accepts ``budget`` (per-query cap on examined points, each
     ``>= 1``) and stops there, so a sample budget is a hard limit rather than
     checked between oracle calls.
+``supports_radius``
+    :meth:`~EuclideanOracle.radius` returns every indexed point within a
+    Euclidean radius (``_radius`` implemented); otherwise it raises
+    ``NotImplementedError``.
+``supports_decision``
+    ``_near`` answers the (1+eps, R) near-neighbour decision query faster
+    than a 1-NN query (:meth:`~EuclideanOracle.near`; the paper's DO~);
+    otherwise ``near`` asks ``knn(q, 1)``, which is as valid.
+``thread_safe``
+    ``knn`` (and ``radius``, ``near``) may be called on one built oracle
+    from several Python threads at once and give the answers of sequential
+    calls.
 
 Budgets. :meth:`EuclideanOracle.knn` makes a ``budget`` a hard limit on the
 samples an algorithm charges for the call, whatever the oracle: with
@@ -48,6 +66,7 @@ call.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -115,10 +134,35 @@ class EuclideanOracle:
     """
 
     name = "base"
+    # capabilities (module docstring, "Capabilities")
     exact = False
     counts_evaluations = False
     supports_budget = False
+    supports_radius = False
+    supports_decision = False
+    thread_safe = False
     query_params: tuple = ()
+
+    #: names of the boolean capability flags, in the order of the module docstring
+    CAPABILITIES = ("exact", "counts_evaluations", "supports_budget", "supports_radius", "supports_decision",
+                    "thread_safe")
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "_near" in vars(cls) and "supports_decision" not in vars(cls):
+            warnings.warn(
+                f"{cls.__qualname__} defines _near without declaring supports_decision = True; hypann "
+                f"treats it as declared for now, but set the class attribute (it will be required)",
+                DeprecationWarning, stacklevel=2,
+            )
+            cls.supports_decision = True
+        for flag, method in (("supports_radius", "_radius"), ("supports_decision", "_near")):
+            if getattr(cls, flag) and not callable(getattr(cls, method, None)):
+                raise TypeError(f"{cls.__qualname__} declares {flag} = True but does not implement {method}")
+
+    def capabilities(self) -> dict:
+        """The capability flags of this oracle, ``{name: bool}`` (see the module docstring)."""
+        return {name: bool(getattr(self, name)) for name in self.CAPABILITIES}
 
     def build(self, points, *, copy=True):
         """Index ``points`` (n, d); returns self.
@@ -184,9 +228,6 @@ class EuclideanOracle:
             )
         return res
 
-    #: ``radius`` answers exact Euclidean ball queries (``_radius`` implemented)
-    supports_radius = False
-
     def radius(self, queries, radii):
         """Every indexed point within Euclidean distance ``radii[i]`` of ``queries[i]``.
 
@@ -218,9 +259,9 @@ class EuclideanOracle:
         """
         queries = np.ascontiguousarray(queries, dtype=np.float64)
         radius = np.broadcast_to(np.asarray(radius, dtype=np.float64), (queries.shape[0],))
-        if hasattr(self, "_near") and budget is None:
+        if self.supports_decision and budget is None:
             return self._near(queries, radius, float(eps))
-        if hasattr(self, "_near") and self.supports_budget:
+        if self.supports_decision and self.supports_budget:
             budget = np.ascontiguousarray(np.broadcast_to(np.asarray(budget, dtype=np.int64), (queries.shape[0],)))
             return self._near(queries, radius, float(eps), budget=budget)
         res = self.knn(queries, 1, budget=budget)

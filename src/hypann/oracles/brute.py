@@ -38,7 +38,8 @@ def _brute_sq_knn(Q, X, order, limit, k):
     """k smallest ``|q - x|^2`` per query; row ``i`` scans ``order[:limit[i]]``.
 
     A row with ``limit[i] >= n`` scans every point in index order (ties go
-    to the lower index). Returns ``(sq (m, k), ids (m, k), evaluations (m,))``.
+    to the lower index). Returns ``(ids (m, k), sq (m, k), evaluations (m,))``
+    (kernel contract: :mod:`hypann.geometry._kernels`).
     """
     m = Q.shape[0]
     n = X.shape[0]
@@ -57,7 +58,7 @@ def _brute_sq_knn(Q, X, order, limit, k):
             if d < kd[k - 1]:
                 insert_sorted(kd, ki, d, j)
         evals[i] = lim
-    return out_d, out_i, evals
+    return out_i, out_d, evals
 
 
 class BruteForceOracle(EuclideanOracle):
@@ -73,6 +74,7 @@ class BruteForceOracle(EuclideanOracle):
     exact = True
     counts_evaluations = True
     supports_budget = True
+    thread_safe = True
 
     def _build(self, points):
         self._points = points
@@ -87,12 +89,12 @@ class BruteForceOracle(EuclideanOracle):
             return EuclideanNeighbors(np.full((m, k), np.inf), np.full((m, k), -1, np.int64), np.zeros(m, np.int64))
         if budget is not None:
             limit = np.ascontiguousarray(budget, dtype=np.int64)
-            sq, ids, evals = _brute_sq_knn(queries, self._points, self._order, limit, k)
+            ids, sq, evals = _brute_sq_knn(queries, self._points, self._order, limit, k)
             return EuclideanNeighbors(sq, ids, evals)
         sq, ids, unproven = self._knn_expanded(queries, k)
         if unproven.size:
             full = np.full(unproven.size, n, dtype=np.int64)
-            sq[unproven], ids[unproven], _ = _brute_sq_knn(
+            ids[unproven], sq[unproven], _ = _brute_sq_knn(
                 np.ascontiguousarray(queries[unproven]), self._points, self._order, full, k
             )
         return EuclideanNeighbors(sq, ids, np.full(m, n, dtype=np.int64))

@@ -34,7 +34,7 @@ import numpy as np
 
 from hypann._validation import check_positive_int, check_str
 from hypann.oracles.base import EuclideanNeighbors, EuclideanOracle, exact_sq_rtol, rerank_float64
-from hypann.oracles.registry import parse_kwargs
+from hypann.oracles.spec import parse_kwargs
 
 _QUERY_SETTINGS = {"nprobe": "nprobe", "efSearch": "ef_search", "ef_search": "ef_search"}
 
@@ -86,6 +86,7 @@ class FaissOracle(EuclideanOracle):
 
     name = "faiss"
     exact = False
+    thread_safe = True  # faiss CPU indexes search concurrently; per-call settings go in SearchParameters
 
     query_params = ("nprobe", "ef_search")
 

@@ -53,6 +53,7 @@ class HnswlibOracle(EuclideanOracle):
 
     name = "hnswlib"
     exact = False
+    thread_safe = True  # knn_query under a lock (module docstring)
 
     query_params = ("ef",)
 

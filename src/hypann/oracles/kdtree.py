@@ -22,6 +22,7 @@ class KDTreeOracle(EuclideanOracle):
 
     name = "kdtree"
     exact = True
+    thread_safe = True  # scipy's cKDTree.query only reads the tree
 
     def __init__(self, *, leaf_size: int = 16, workers: int = 1):
         self.leaf_size = leaf_size

@@ -201,7 +201,9 @@ def _collect(Q, X, pkeys, ptab, hoff, hbits, hkeys, hbucket, bstart, bids, k, ma
 
     ``pkeys``/``ptab`` (m, P): probe keys and their tables in probe order.
     Stops query ``i`` after ``max_cand[i]`` distinct candidates, or as soon as its
-    best squared distance is ``<= stop_sq[i]`` (decision queries).
+    best squared distance is ``<= stop_sq[i]`` (decision queries). Returns
+    ``(ids (m, k), sq (m, k), evaluations (m,))`` (kernel contract:
+    :mod:`hypann.geometry._kernels`).
     """
     m = Q.shape[0]
     n = X.shape[0]
@@ -239,7 +241,7 @@ def _collect(Q, X, pkeys, ptab, hoff, hbits, hkeys, hbucket, bstart, bids, k, ma
             if done:
                 break
         evals[qi] = cnt
-    return out_d, out_i, evals
+    return out_i, out_d, evals
 
 
 class LSHOracle(EuclideanOracle):
@@ -295,6 +297,8 @@ class LSHOracle(EuclideanOracle):
     exact = False
     counts_evaluations = True
     supports_budget = True
+    supports_decision = True
+    thread_safe = True
 
     def __init__(
         self,
@@ -477,7 +481,7 @@ class LSHOracle(EuclideanOracle):
         if k == 0 or self.n_points_ == 0:
             return EuclideanNeighbors(np.empty((mq, 0)), np.empty((mq, 0), np.int64), np.zeros(mq, np.int64))
         ordered = self.max_candidates is not None or budget is not None
-        d, i, ev = self._run(queries, k, np.full(mq, -1.0), ordered, budget)
+        i, d, ev = self._run(queries, k, np.full(mq, -1.0), ordered, budget)
         return EuclideanNeighbors(d, i, ev)
 
     def _near(self, queries, radius, eps, budget=None):
@@ -492,7 +496,7 @@ class LSHOracle(EuclideanOracle):
         if self.n_points_ == 0:
             return np.full(mq, -1, np.int64), np.zeros(mq, np.int64)
         stop = ((1.0 + eps) * radius) ** 2
-        d, i, ev = self._run(queries, 1, np.ascontiguousarray(stop, dtype=np.float64), True, budget)
+        i, d, ev = self._run(queries, 1, np.ascontiguousarray(stop, dtype=np.float64), True, budget)
         cert = np.where(d[:, 0] <= stop, i[:, 0], -1)
         return cert, ev
 

@@ -15,8 +15,14 @@ import importlib
 import inspect
 
 from hypann.oracles.base import EuclideanOracle
+from hypann.oracles.spec import parse_kwargs, parse_value  # noqa: F401 - parse_value: public here too
 
-_REGISTRY: dict[str, str] = {
+# The oracles shipped with hypann, by the import path of their class: a saved
+# index names them by spec only. The classes of this layer are imported on first
+# use by :func:`_load_builtin` (faiss and hnswlib need their optional libraries
+# only then); ``hkdtree`` lives in the search layer above, whose module
+# registers its class when it is imported (as every index does).
+_BUILTIN: dict[str, str] = {
     "brute": "hypann.oracles.brute:BruteForceOracle",
     "kdtree": "hypann.oracles.kdtree:KDTreeOracle",
     "hkdtree": "hypann.search.hyperbolic_kdtree:HyperbolicKDTreeOracle",
@@ -24,8 +30,29 @@ _REGISTRY: dict[str, str] = {
     "faiss": "hypann.oracles.faiss:FaissOracle",
     "hnswlib": "hypann.oracles.hnswlib:HnswlibOracle",
 }
-# The oracles shipped with hypann: a saved index names them by spec only.
-_BUILTIN: dict[str, str] = dict(_REGISTRY)
+# name -> class, or "module:Class" (a built-in not loaded yet, or a third-party path)
+_REGISTRY: dict[str, object] = dict(_BUILTIN)
+
+
+def _load_builtin(name: str):
+    """The class of the built-in oracle ``name`` of this layer (explicit imports, no lookup by string)."""
+    if name == "brute":
+        from hypann.oracles.brute import BruteForceOracle as cls
+    elif name == "kdtree":
+        from hypann.oracles.kdtree import KDTreeOracle as cls
+    elif name == "lsh":
+        from hypann.oracles.lsh import LSHOracle as cls
+    elif name == "faiss":
+        from hypann.oracles.faiss import FaissOracle as cls
+    elif name == "hnswlib":
+        from hypann.oracles.hnswlib import HnswlibOracle as cls
+    else:  # hkdtree before hypann.search.hyperbolic_kdtree was imported
+        module = _BUILTIN[name].partition(":")[0]
+        raise ValueError(
+            f"oracle {name!r} is defined in {module} (the search layer, above the oracles); import that module "
+            f"or hypann.HyperbolicIndex first, which registers it"
+        )
+    return cls
 
 
 def register_oracle(name: str, target) -> None:
@@ -75,7 +102,7 @@ def class_import_path(oracle) -> str | None:
             return target
         cls = target
     module, qualname = cls.__module__, cls.__qualname__
-    if name is None and f"{module}:{qualname}" in _BUILTIN.values():
+    if f"{module}:{qualname}" == _BUILTIN.get(name) or (name is None and f"{module}:{qualname}" in _BUILTIN.values()):
         return None
     if module == "__main__" or "<locals>" in qualname:
         return None
@@ -100,49 +127,13 @@ def import_oracle_class(path: str):
     return obj
 
 
-def parse_value(text: str):
-    """Parse one spec value: int, float, bool, None or string.
-
-    Only the literals ``true`` / ``false`` (any case) become booleans; other
-    words (``yes``, ``no``, ``on``) stay strings, which boolean settings
-    refuse, and ``1`` / ``0`` stay integers.
-    """
-    low = text.strip().lower()
-    if low in ("true", "false"):
-        return low == "true"
-    if low == "none":
-        return None
-    for cast in (int, float):
-        try:
-            return cast(text)
-        except ValueError:
-            pass
-    return text.strip()
-
-
-def parse_kwargs(args: str, *, where: str) -> dict:
-    """``"a=1,b=x"`` -> ``{"a": 1, "b": "x"}``; raises ValueError naming the bad item."""
-    out = {}
-    if not args:
-        return out
-    for item in args.split(","):
-        if "=" not in item:
-            raise ValueError(f"bad setting {item!r} in {where}: expected key=value")
-        key, value = item.split("=", 1)
-        key = key.strip()
-        if not key.isidentifier():
-            raise ValueError(f"bad setting name {key!r} in {where}")
-        out[key] = parse_value(value)
-    return out
-
-
 def _resolve(name: str):
     target = _REGISTRY.get(name)
     if target is None:
         raise ValueError(f"unknown oracle {name!r}; expected one of {available_oracles()}")
     if isinstance(target, str):
-        module, cls = target.split(":")
-        target = getattr(importlib.import_module(module), cls)
+        target = _load_builtin(name) if _BUILTIN.get(name) == target else import_oracle_class(target)
+        _REGISTRY[name] = target
     return target
 
 

@@ -74,6 +74,7 @@ from hypann._validation import (
 from hypann.geometry import _kernels
 from hypann.geometry._kernels import delta_row, insert_sorted, sq_dist_row
 from hypann.oracles.base import EuclideanNeighbors, EuclideanOracle
+from hypann.oracles.registry import register_oracle
 
 __all__ = ["HyperbolicKDTree", "HyperbolicKDTreeOracle", "TrackingResult", "KNNResult"]
 
@@ -320,8 +321,8 @@ def _knn_tracking(
     """Euclidean k-NN of ``centers`` (depth-first, nearer child first, box pruning);
     with ``track`` also the ``delta`` top-k of ``queries`` among examined points.
 
-    Returns ``(e_sq, e_id, h_d, h_id, samples)``: ids ``-1`` and keys ``inf``
-    where fewer than k points were examined.
+    Returns ``(e_id, e_sq, h_id, h_d, samples)``: ids ``-1`` and keys ``inf``
+    where fewer than k points were examined (kernel contract: :mod:`hypann.geometry._kernels`).
     """
     m = centers.shape[0]
     e_sq = np.full((m, k), np.inf)
@@ -334,7 +335,7 @@ def _knn_tracking(
             pts, conf, perm, lo, hi, left, right, start, end, stack_size, centers[i], queries[i], q_conf[i],
             budget[i], track, e_sq[i], e_id[i], h_d[i], h_id[i],
         )
-    return e_sq, e_id, h_d, h_id, samples
+    return e_id, e_sq, h_id, h_d, samples
 
 
 @nb.njit(cache=True, inline="always")
@@ -848,7 +849,7 @@ class HyperbolicKDTree:
                 f"centers, queries and q_conformal must have m={m} rows, got {queries.shape[0]} and "
                 f"{q_conformal.shape}"
             )
-        e_sq, e_id, h_d, h_id, samples = _knn_tracking(
+        e_id, e_sq, h_id, h_d, samples = _knn_tracking(
             self.points_, self.conformal_, self.indices_, self.lo_, self.hi_, self.left_, self.right_,
             self.start_, self.end_, self.depth_ + 2, centers, k, queries, q_conformal,
             _budget_array(budget, m), True,
@@ -861,7 +862,7 @@ class HyperbolicKDTree:
         k = check_positive_int(k, "k")
         centers = self._rows(centers, "centers")
         m = centers.shape[0]
-        e_sq, e_id, _, _, samples = _knn_tracking(
+        e_id, e_sq, _, _, samples = _knn_tracking(
             self.points_, self.conformal_, self.indices_, self.lo_, self.hi_, self.left_, self.right_,
             self.start_, self.end_, self.depth_ + 2, centers, k, centers, np.ones(m),
             _budget_array(budget, m), False,
@@ -1023,6 +1024,7 @@ class HyperbolicKDTreeOracle(EuclideanOracle):
     exact = True
     counts_evaluations = True
     supports_budget = True
+    thread_safe = True
 
     def __init__(self, *, leaf_size: int = 16):
         self.leaf_size = leaf_size
@@ -1055,3 +1057,8 @@ class HyperbolicKDTreeOracle(EuclideanOracle):
 
     def spec(self):
         return f"hkdtree:leaf_size={self.leaf_size}"
+
+
+# The oracle registry is one layer down and cannot import this module: the
+# module that defines the built-in "hkdtree" oracle registers it.
+register_oracle("hkdtree", HyperbolicKDTreeOracle)

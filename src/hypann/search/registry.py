@@ -1,20 +1,49 @@
-"""Algorithm names -> classes, imported lazily (``"recentering"``, ``"shells"``, ...)."""
+"""Algorithm names -> classes (``"recentering"``, ``"shells"``, ...), imported on first use.
+
+A new algorithm (a :class:`~hypann.search.base.SearchAlgorithm` subclass in
+``hypann.search`` or ``hypann.graph``) gets one entry in :data:`_ALGORITHMS`
+and one branch in :func:`_load`: plain imports, so the import graph (checked by
+``tests/test_architecture.py``) sees every dependency.
+"""
 
 from __future__ import annotations
 
-import importlib
 import inspect
 
+# name -> defining module (for reading; the import itself is in _load)
 _ALGORITHMS = {
-    "brute": "hypann.search.brute:BruteForceSearch",
-    "recentering": "hypann.search.recentering:RecenteringSearch",
-    "binary_search": "hypann.search.binary_search:BinarySearchSearch",
-    "shells": "hypann.search.shells:SphericalShellSearch",
-    "random_shells": "hypann.search.shells:RandomizedShellSearch",
-    "hkdtree": "hypann.search.hkdtree_search:HyperbolicKDTreeSearch",
-    "vamana": "hypann.graph.vamana_search:VamanaSearch",
-    "graph": "hypann.graph.graph_search:GraphSearch",
+    "brute": "hypann.search.brute",
+    "recentering": "hypann.search.recentering",
+    "binary_search": "hypann.search.binary_search",
+    "shells": "hypann.search.shells",
+    "random_shells": "hypann.search.shells",
+    "hkdtree": "hypann.search.hkdtree_search",
+    "vamana": "hypann.graph.vamana_search",
+    "graph": "hypann.graph.graph_search",
 }
+
+
+def _load(name: str):
+    """The class of algorithm ``name``, imported here on first use (``import hypann`` stays cheap)."""
+    if name == "brute":
+        from hypann.search.brute import BruteForceSearch as cls
+    elif name == "recentering":
+        from hypann.search.recentering import RecenteringSearch as cls
+    elif name == "binary_search":
+        from hypann.search.binary_search import BinarySearchSearch as cls
+    elif name == "shells":
+        from hypann.search.shells import SphericalShellSearch as cls
+    elif name == "random_shells":
+        from hypann.search.shells import RandomizedShellSearch as cls
+    elif name == "hkdtree":
+        from hypann.search.hkdtree_search import HyperbolicKDTreeSearch as cls
+    elif name == "vamana":
+        from hypann.graph.vamana_search import VamanaSearch as cls
+    elif name == "graph":
+        from hypann.graph.graph_search import GraphSearch as cls
+    else:  # pragma: no cover - _ALGORITHMS and _load name the same algorithms (tests/test_architecture.py)
+        raise AssertionError(f"algorithm {name!r} is listed in _ALGORITHMS but not loaded by _load")
+    return cls
 
 
 def available_algorithms() -> list[str]:
@@ -22,11 +51,9 @@ def available_algorithms() -> list[str]:
 
 
 def algorithm_class(name: str):
-    target = _ALGORITHMS.get(name)
-    if target is None:
+    if name not in _ALGORITHMS:
         raise ValueError(f"unknown algorithm {name!r}; expected one of {available_algorithms()}")
-    module, cls = target.split(":")
-    return getattr(importlib.import_module(module), cls)
+    return _load(name)
 
 
 def settings_of(cls) -> list[str]:

@@ -117,7 +117,7 @@ def _load_array(path, what):
 
 # ----------------------------------------------------------------------------- commands
 def cmd_demo(args):
-    from hypann import demo
+    from hypann.apps import demo
 
     what = "small synthetic trees (--quick)" if args.quick else (
         "WordNet nouns: 10-D exact and 100-D approximate" if args.data == "default" else args.data)
@@ -263,7 +263,7 @@ def cmd_datasets(args):
 
 
 def cmd_reproduce(args):
-    from hypann.eval import reproduce
+    from hypann.apps import reproduce
 
     return reproduce.main(quick=args.quick, output_dir=args.output_dir, docs_path=args.docs,
                           datasets=tuple(args.datasets), progress=bars.write)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hypann.eval.metrics import recall
+from hypann.metrics import recall
 from hypann.eval.numpy_brute import numpy_brute_knn
 from hypann.index import HyperbolicIndex
 
