@@ -50,7 +50,7 @@ INDEX_SETTINGS = (
     Setting("model", "poincare", "'poincare' or 'lorentz'", True, "--model"),
     Setting("c", 1.0, "a finite number > 0 (the curvature is -c)", True, "--c"),
     Setting("random_state", None, "None or an integer >= 0", True, "--seed"),
-    Setting("n_jobs", None, "None, -1 or an integer >= 1 (threads)", False, None),
+    Setting("n_jobs", None, "None, -1 or an integer >= 1 (threads)", False, "--threads"),
     Setting("verbose", True, "True or False (progress bars)", False, None),
 )
 
