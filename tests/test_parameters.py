@@ -65,7 +65,7 @@ TARGETS = {
     **{
         f"algorithm:{name}": (lambda name: lambda p, v: hypann.HyperbolicIndex(algorithm=name, **{p: v}).build(
             _points()))(name)
-        for name in ("recentering", "binary_search", "shells", "random_shells", "hkdtree", "vamana", "brute", "graph")
+        for name in ("recentering", "binary_search", "shells", "random_shells", "hkdtree", "vamana", "brute", "graph", "auto")
     },
     "oracle:brute": lambda p, v: hypann.HyperbolicIndex(algorithm="recentering", oracle=f"brute:{p}={v}").build(_points()),
     "oracle:kdtree": lambda p, v: hypann.HyperbolicIndex(algorithm="recentering", oracle=KDTreeOracle(**{p: v})).build(_points()),
@@ -98,8 +98,8 @@ INT_TYPE = r"\((float|str|bool|NoneType)\)"  # the type named after a wrongly ty
 
 CASES = [
     # ---- HyperbolicIndex constructor (checked by build)
-    ("index", "algorithm", 3, r"algorithm must be a string, one of \['binary_search', .*\], got algorithm=3"),
-    ("index", "algorithm", "nope", r"unknown algorithm 'nope'; expected one of \['binary_search'"),
+    ("index", "algorithm", 3, r"algorithm must be a string, one of \['auto', 'binary_search', .*\], got algorithm=3"),
+    ("index", "algorithm", "nope", r"unknown algorithm 'nope'; expected one of \['auto', 'binary_search'"),
     ("index", "oracle", 3, r"oracle must be a spec string or an EuclideanOracle, got int \(3\)"),
     ("index", "oracle", "nope", r"unknown oracle 'nope'; expected one of \['brute'"),
     ("index", "model", "klein", r"model must be one of \('poincare', 'lorentz'\), got model='klein'"),
@@ -173,6 +173,11 @@ CASES = [
     ("algorithm:graph", "exact", "yes", r"exact must be True or False, got exact='yes' \(a string is not a boolean"),
     ("algorithm:graph", "exact", 1, r"exact must be True or False, got exact=1$"),
     ("algorithm:graph", "tree_leaf_size", 0, r"tree_leaf_size must be a positive integer, got tree_leaf_size=0$"),
+    ("algorithm:auto", "leaf_size", 0, r"leaf_size must be a positive integer, got leaf_size=0$"),
+    ("algorithm:auto", "sample_size", 2.0, r"sample_size must be a positive integer, got sample_size=2.0 \(float\)"),
+    ("algorithm:auto", "scan_fraction", 0.0, r"scan_fraction must be > 0.0, got scan_fraction=0.0$"),
+    ("algorithm:auto", "scan_fraction", 1.5, r"scan_fraction must be <= 1.0, got scan_fraction=1.5$"),
+    ("algorithm:auto", "scan_fraction", "0.1", r"scan_fraction must be a finite number, got scan_fraction='0.1' \(str\)"),
     ("algorithm:brute", "leaf_size", 8, r"bad settings for algorithm 'brute': .*'leaf_size'"),
     # ---- oracles
     ("oracle:brute", "leaf_size", 8, r"bad settings for oracle 'brute' in spec 'brute:leaf_size=8'"),
@@ -331,7 +336,7 @@ PUBLIC = {
     "index": lambda: hypann.HyperbolicIndex.__init__,
     "search": lambda: hypann.HyperbolicIndex.search,
     **{f"algorithm:{n}": (lambda n: lambda: algorithm_class(n).__init__)(n)
-       for n in ("recentering", "binary_search", "shells", "random_shells", "hkdtree", "vamana", "graph")},
+       for n in ("recentering", "binary_search", "shells", "random_shells", "hkdtree", "vamana", "graph", "auto")},
     "search:binary_search": lambda: algorithm_class("binary_search").query_params,
     "search:vamana": lambda: algorithm_class("vamana").query_params,
     "search:random_shells": lambda: algorithm_class("random_shells").query_params,

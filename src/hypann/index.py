@@ -527,6 +527,15 @@ class HyperbolicIndex:
         self._check_fitted()
         return int(self.points_.nbytes + self.conformal_.nbytes + self.algorithm_.nbytes)
 
+    def describe(self) -> str:
+        """One line on the built structure: the algorithm, the data size and, for
+        ``algorithm="auto"``, which exact method it chose and the measured fraction
+        of points the kd-tree examined that decided it."""
+        self._check_fitted()
+        text = f"{self.algorithm} over {self.n_points_} points in {self.dim_}-D"
+        explain = getattr(self.algorithm_, "describe", None)
+        return f"{text}; {explain()}" if callable(explain) else text
+
     def get_params(self) -> dict:
         return {
             "algorithm": self.algorithm,
@@ -543,4 +552,6 @@ class HyperbolicIndex:
         parts = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items()
                           if v is not None and not (k == "verbose" and v is True))
         fitted = f", n_points={self.n_points_}, dim={self.dim_}" if hasattr(self, "n_points_") else ""
+        if hasattr(self, "algorithm_") and hasattr(self.algorithm_, "choice_"):
+            fitted += f", chosen={self.algorithm_.choice_!r}"  # what algorithm="auto" picked (see describe())
         return f"HyperbolicIndex({parts}{fitted})"

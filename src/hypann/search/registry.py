@@ -6,6 +6,7 @@ import importlib
 import inspect
 
 _ALGORITHMS = {
+    "auto": "hypann.search.auto:AutoSearch",
     "brute": "hypann.search.brute:BruteForceSearch",
     "recentering": "hypann.search.recentering:RecenteringSearch",
     "binary_search": "hypann.search.binary_search:BinarySearchSearch",
