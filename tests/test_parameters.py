@@ -244,7 +244,7 @@ CASES = [
     ("sklearn", "c", -1, r"curvature c must be a finite number > 0, got c=-1"),
     ("sklearn", "algorithm_params", [("width", 2)], r"algorithm_params must be a dict or None, got list"),
     ("sklearn", "algorithm_params", {1: 2}, r"algorithm_params keys must be strings, got \[1\]"),
-    ("sklearn", "algorithm_params", {"width": 2}, r"bad settings for algorithm 'hkdtree': .*'width'"),
+    ("sklearn", "algorithm_params", {"width": 2}, r"bad settings for algorithm 'auto': .*'width'"),
     ("sklearn", "random_state", -1, r"random_state must be a non-negative integer or None, got random_state=-1"),
     ("sklearn.kneighbors", "n_neighbors", 2.5, r"n_neighbors must be an integer, got float \(2.5\)"),
     ("sklearn.kneighbors", "n_neighbors", 0, r"n_neighbors must be in \[1, 60\]"),

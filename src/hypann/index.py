@@ -20,8 +20,9 @@ from hypann.updates import LiveSet, check_ids, merge_knn, merge_ragged
 log = logging.getLogger(__name__)
 
 #: The algorithm of ``HyperbolicIndex()``, the scikit-learn estimator and the CLI
-#: when none is given: hypann's fastest exact method on every data family measured.
-DEFAULT_ALGORITHM = "hkdtree"
+#: when none is given: ``"auto"``, exact, which picks the kd-tree or a scan from
+#: the kd-tree's measured pruning (:mod:`hypann.search.auto`).
+DEFAULT_ALGORITHM = "auto"
 #: A search with ``verbose=True`` shows a progress bar (stderr, when it is a
 #: terminal) for batches of more than this many queries ...
 PROGRESS_MIN_QUERIES = 20_000
@@ -34,7 +35,7 @@ _ROW_SEEDED = frozenset({"vamana", "random_shells"})
 DEFAULT_ORACLE = "kdtree"
 #: The algorithm used when none is named, here and in :mod:`hypann.sklearn`
 #: (exact, needs no oracle, and supports range search).
-DEFAULT_ALGORITHM = "hkdtree"
+DEFAULT_ALGORITHM = "auto"
 
 
 def check_search_options(algorithm, budget, oracle_params, query_params):
@@ -71,12 +72,13 @@ class HyperbolicIndex:
 
     Parameters
     ----------
-    algorithm : str, default :data:`DEFAULT_ALGORITHM` (``"hkdtree"``)
-        ``"hkdtree"`` (exact kd-tree with hyperbolic pruning), ``"recentering"`` (exact, Wu & Charikar Alg. 1), ``"binary_search"``
+    algorithm : str, default :data:`DEFAULT_ALGORITHM` (``"auto"``)
+        ``"auto"`` (exact: the kd-tree, or a scan when the kd-tree's measured
+        pruning is poor; see :meth:`describe`), ``"hkdtree"`` (exact kd-tree with hyperbolic pruning), ``"recentering"`` (exact, Wu & Charikar Alg. 1), ``"binary_search"``
         (``ratio``-approximate, Alg. 2), ``"shells"`` / ``"random_shells"``
         (``sqrt(width)``-approximate with any oracle, Alg. 3 / 8), ``"graph"``
         (approximate k-NN graph search, the fast choice; query setting
-        ``ef``), ``"vamana"`` (the paper's graph baseline), ``"brute"``
+        ``ef``; with ``exact=True`` its answer seeds an exact kd-tree search), ``"vamana"`` (the paper's graph baseline), ``"brute"``
         (exact scan).
     oracle : str or EuclideanOracle, default "kdtree"
         Euclidean oracle spec (``"kdtree"``, ``"brute"``, ``"hkdtree"``,
@@ -421,7 +423,7 @@ class HyperbolicIndex:
     def search_radius(self, Q, r) -> RangeSearchResult:
         """Every indexed point within hyperbolic distance ``r`` of each query (range search).
 
-        Exact for ``algorithm="hkdtree"`` and ``"brute"``, and for
+        Exact for ``algorithm="auto"``, ``"hkdtree"``, ``"brute"`` and ``"graph"`` with ``exact=True``, and for
         ``"recentering"`` over an exact oracle with ball queries (``"kdtree"``,
         ``"brute"``); other algorithms raise ``NotImplementedError``. The kd-tree
         prunes a node when ``mindist(q, box)^2 / ((1-|q|^2) max_B(1-|x|^2))``
