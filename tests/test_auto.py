@@ -45,7 +45,15 @@ def test_auto_choice_follows_the_measured_pruning(family, dim, expected):
     assert algo.choice_ == expected
     assert algo.threshold_ == pytest.approx(default_scan_fraction(dim))
     assert (algo.examined_fraction_ > algo.threshold_) == (expected == "brute")
+    if expected == "hkdtree":
+        assert algo.measured_ == 64  # the whole sample
+    else:  # stopped once the running count exceeded the threshold for all 64 points
+        assert 8 <= algo.measured_ < 64
+        assert algo.examined_fraction_ * algo.measured_ > algo.threshold_ * 64
     assert f"chosen='{expected}'" in repr(index)
+    if dim == 64:
+        # every query examines every point: the sum passes 15.4% of 64 full scans (9.9) after 16 points
+        assert (algo.measured_, algo.examined_fraction_) == (16, 1.0)
     text = index.describe()
     assert text.startswith(f"auto over 4000 points in {dim}-D; chose '{expected}': the kd-tree examined ")
     assert f"{algo.examined_fraction_:.2%}" in text
@@ -82,7 +90,8 @@ def test_auto_restore_refuses_a_bad_state():
     good = hypann.HyperbolicIndex(algorithm="auto", random_state=0, scan_fraction=1.0).build(X).algorithm_.get_state()
     cases = [
         ({**good, "choice": np.int64(5)}, r"auto state 'choice' must be an integer code in \[0, 2\), got"),
-        ({**good, "measurement": np.array([0.5, np.nan])}, r"auto state 'measurement' must be two fractions"),
+        ({**good, "measurement": np.array([0.5, np.nan, 64.0])}, r"auto state 'measurement' must be two fractions"),
+        ({**good, "measurement": np.array([0.5, 0.1, 201.0])}, r"and the number of sampled points \(1 to n\)"),
         ({k: v for k, v in good.items() if k != "choice"}, r"auto state must hold 'choice' and 'measurement'"),
         ({**good, "choice": np.int64(1)}, r"auto state for choice 'brute' holds unexpected arrays \['hkdtree\."),
     ]

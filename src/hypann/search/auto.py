@@ -12,7 +12,9 @@ Both candidates are exact (equal to float64 brute force):
 The build makes the kd-tree, then measures how well it prunes: it searches
 ``sample_size`` indexed points (drawn with the index's ``random_state``) for
 their ``k = 11`` nearest (the point itself and 10 neighbours) and takes the
-mean fraction ``f`` of the ``n`` points the tree examined. With the scan's
+mean fraction ``f`` of the ``n`` points the tree examined (in steps of 8
+points; it stops once the running count already exceeds the threshold for
+the whole sample, which decides for the scan). With the scan's
 cost per point taken as 1 and the tree's as ``r(d)``, the tree is cheaper
 while ``f r(d) < 1``; so the scan is chosen when
 
@@ -46,6 +48,8 @@ from hypann.search.hyperbolic_kdtree import HyperbolicKDTree
 CHOICES = ("hkdtree", "brute")
 #: Neighbours per sampled point in the pruning measurement (itself + 10).
 MEASURE_K = 11
+#: Sampled points searched per step of the measurement (it stops once the scan is certain).
+MEASURE_CHUNK = 8
 #: ``r(d) = 1 + TREE_COST_SCALE / sqrt(d)``: the kd-tree's cost per examined point relative to a scan's.
 TREE_COST_SCALE = 44.0
 
@@ -75,6 +79,9 @@ class AutoSearch(SearchAlgorithm):
         ``"hkdtree"`` or ``"brute"``.
     examined_fraction_ : float
         The measured mean fraction of points the tree examined.
+    measured_ : int
+        Sampled points searched: ``sample_size`` (at most ``n``), or fewer
+        when the running count already exceeded the threshold.
     threshold_ : float
         The ``scan_fraction`` in force.
     """
@@ -99,11 +106,20 @@ class AutoSearch(SearchAlgorithm):
         n, dim = points.shape
         tree = HyperbolicKDTree(leaf_size=self.leaf_size).build(points, conformal)
         sample = np.sort(self.rng_.choice(n, size=min(n, self.sample_size), replace=False))
-        probe = tree.search_exact(points[sample], conformal[sample], min(MEASURE_K, n))
-        fraction = float(probe.samples.mean() / n)
         self.threshold_ = self._threshold(dim)
-        self.examined_fraction_ = fraction
-        self.choice_ = "brute" if fraction > self.threshold_ else "hkdtree"
+        # the mean over the whole sample exceeds the threshold as soon as the running sum
+        # does, so the measurement stops there (same decision, less work on uniform data)
+        limit = self.threshold_ * n * sample.size
+        total, measured = 0, 0
+        for start in range(0, sample.size, MEASURE_CHUNK):
+            rows = sample[start:start + MEASURE_CHUNK]
+            total += int(tree.search_exact(points[rows], conformal[rows], min(MEASURE_K, n)).samples.sum())
+            measured += rows.size
+            if total > limit:
+                break
+        self.examined_fraction_ = total / (n * measured)
+        self.measured_ = measured
+        self.choice_ = "brute" if total > limit else "hkdtree"
         if self.choice_ == "hkdtree":
             self.chosen_ = HyperbolicKDTreeSearch(leaf_size=self.leaf_size)
             self.chosen_.points_, self.chosen_.conformal_, self.chosen_.tree_ = points, conformal, tree
@@ -127,12 +143,13 @@ class AutoSearch(SearchAlgorithm):
         """What was chosen and why, in one sentence."""
         verdict = ">" if self.choice_ == "brute" else "<="
         return (f"chose {self.choice_!r}: the kd-tree examined {self.examined_fraction_:.2%} of the points "
-                f"for {MEASURE_K} neighbours of sampled points ({verdict} scan threshold {self.threshold_:.2%})")
+                f"for {MEASURE_K} neighbours of {self.measured_} sampled points "
+                f"({verdict} scan threshold {self.threshold_:.2%})")
 
     # -- state ----------------------------------------------------------------
     def get_state(self):
         state = {"choice": np.int64(CHOICES.index(self.choice_)),
-                 "measurement": np.array([self.examined_fraction_, self.threshold_])}
+                 "measurement": np.array([self.examined_fraction_, self.threshold_, self.measured_])}
         state.update({f"{self.choice_}.{name}": arr for name, arr in self.chosen_.get_state().items()})
         return state
 
@@ -147,11 +164,14 @@ class AutoSearch(SearchAlgorithm):
         if code.shape != () or code.dtype.kind not in "iu" or not 0 <= int(code) < len(CHOICES):
             raise ValueError(f"auto state 'choice' must be an integer code in [0, {len(CHOICES)}), got {code!r}")
         measurement = np.asarray(state.pop("measurement"), dtype=np.float64)
-        if measurement.shape != (2,) or not np.all(np.isfinite(measurement)) or not np.all(
-                (measurement >= 0) & (measurement <= 1)):
-            raise ValueError(f"auto state 'measurement' must be two fractions in [0, 1], got {measurement!r}")
+        if (measurement.shape != (3,) or not np.all(np.isfinite(measurement))
+                or not np.all((measurement[:2] >= 0) & (measurement[:2] <= 1))
+                or measurement[2] != int(measurement[2]) or not 1 <= measurement[2] <= points.shape[0]):
+            raise ValueError(f"auto state 'measurement' must be two fractions in [0, 1] and the number of "
+                             f"sampled points (1 to n), got {measurement!r}")
         self.choice_ = CHOICES[int(code)]
-        self.examined_fraction_, self.threshold_ = (float(v) for v in measurement)
+        self.examined_fraction_, self.threshold_ = (float(v) for v in measurement[:2])
+        self.measured_ = int(measurement[2])
         prefix = self.choice_ + "."
         inner = {name[len(prefix):]: arr for name, arr in state.items() if name.startswith(prefix)}
         stray = sorted(name for name in state if not name.startswith(prefix))
