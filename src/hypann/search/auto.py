@@ -143,7 +143,7 @@ class AutoSearch(SearchAlgorithm):
         """What was chosen and why, in one sentence."""
         verdict = ">" if self.choice_ == "brute" else "<="
         return (f"chose {self.choice_!r}: the kd-tree examined {self.examined_fraction_:.2%} of the points "
-                f"for {MEASURE_K} neighbours of {self.measured_} sampled points "
+                f"for {min(MEASURE_K, self.points_.shape[0])} neighbours of {self.measured_} sampled points "
                 f"({verdict} scan threshold {self.threshold_:.2%})")
 
     # -- state ----------------------------------------------------------------
