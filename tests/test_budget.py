@@ -29,7 +29,7 @@ ORACLES = {
 ORACLE_ALGORITHMS = ["recentering", "binary_search", "shells", "random_shells"]
 COMBINATIONS = [(a, o) for a in ORACLE_ALGORITHMS for o in ORACLES] + [
     ("shells-recenter", o) for o in ("brute", "kdtree", "faiss")
-] + [("hkdtree", None), ("vamana", None), ("brute", None)]
+] + [("hkdtree", None), ("vamana", None), ("brute", None), ("auto", None)]
 BUDGETS = [1, 7, 100]
 
 

@@ -321,7 +321,7 @@ def test_cli_builds_and_searches_a_sharded_index(ray_cluster, tmp_path, capsys):
     np.save(tmp_path / "X.npy", pts[:600])
     np.save(tmp_path / "Q.npy", pts[600:])
     assert cli.main(["build", str(tmp_path / "X.npy"), "-o", str(tmp_path / "idx"), "--shards", "1"]) == 0
-    assert "ShardedIndex(n_shards=1, partition='kd', algorithm='hkdtree'" in capsys.readouterr().out
+    assert "ShardedIndex(n_shards=1, partition='kd', algorithm='auto'" in capsys.readouterr().out
     assert cli.main(["search", str(tmp_path / "idx"), str(tmp_path / "Q.npy"), "-k", "3", "-o", str(tmp_path / "out.npz")]) == 0
     out = np.load(tmp_path / "out.npz")
     np.testing.assert_allclose(out["distances"], exact_knn(pts[600:], pts[:600], 3)[1], rtol=1e-12)

@@ -65,7 +65,7 @@ TARGETS = {
     **{
         f"algorithm:{name}": (lambda name: lambda p, v: hypann.HyperbolicIndex(algorithm=name, **{p: v}).build(
             _points()))(name)
-        for name in ("recentering", "binary_search", "shells", "random_shells", "hkdtree", "vamana", "brute")
+        for name in ("recentering", "binary_search", "shells", "random_shells", "hkdtree", "vamana", "brute", "graph", "auto")
     },
     "oracle:brute": lambda p, v: hypann.HyperbolicIndex(algorithm="recentering", oracle=f"brute:{p}={v}").build(_points()),
     "oracle:kdtree": lambda p, v: hypann.HyperbolicIndex(algorithm="recentering", oracle=KDTreeOracle(**{p: v})).build(_points()),
@@ -96,8 +96,8 @@ TARGETS = {
 
 CASES = [
     # ---- HyperbolicIndex constructor (checked by build)
-    ("index", "algorithm", 3, r"algorithm must be a string, one of \['binary_search', .*\], got algorithm=3"),
-    ("index", "algorithm", "nope", r"unknown algorithm 'nope'; expected one of \['binary_search'"),
+    ("index", "algorithm", 3, r"algorithm must be a string, one of \['auto', 'binary_search', .*\], got algorithm=3"),
+    ("index", "algorithm", "nope", r"unknown algorithm 'nope'; expected one of \['auto', 'binary_search'"),
     ("index", "oracle", 3, r"oracle must be a spec string or an EuclideanOracle, got int \(3\)"),
     ("index", "oracle", "nope", r"unknown oracle 'nope'; expected one of \['brute'"),
     ("index", "model", "klein", r"model must be one of \('poincare', 'lorentz'\), got model='klein'"),
@@ -161,6 +161,21 @@ CASES = [
     ("algorithm:vamana", "alpha", 0.9, r"alpha must be >= 1.0, got alpha=0.9$"),
     ("algorithm:vamana", "alpha", NAN, r"alpha must be a finite number, got alpha=nan$"),
     ("algorithm:vamana", "passes", 1.5, r"passes must be a positive integer, got passes=1.5 \(float\)"),
+    ("algorithm:graph", "n_neighbors", 0, r"n_neighbors must be a positive integer, got n_neighbors=0$"),
+    ("algorithm:graph", "max_degree", 8, r"max_degree must be >= n_neighbors \(24\), got max_degree=8$"),
+    ("algorithm:graph", "ef", 2.5, r"ef must be a positive integer or None, got ef=2.5 \(float\)"),
+    ("algorithm:graph", "target_recall", 1.5, r"target_recall must be <= 1.0, got target_recall=1.5$"),
+    ("algorithm:graph", "leaf_size", 0, r"leaf_size must be a positive integer, got leaf_size=0$"),
+    ("algorithm:graph", "n_trees", -1, r"n_trees must be a positive integer, got n_trees=-1$"),
+    ("algorithm:graph", "max_rounds", "3", r"max_rounds must be a positive integer, got max_rounds='3' \(str\)"),
+    ("algorithm:graph", "exact", "yes", r"exact must be True or False, got exact='yes' \(a string is not a boolean"),
+    ("algorithm:graph", "exact", 1, r"exact must be True or False, got exact=1$"),
+    ("algorithm:graph", "tree_leaf_size", 0, r"tree_leaf_size must be a positive integer, got tree_leaf_size=0$"),
+    ("algorithm:auto", "leaf_size", 0, r"leaf_size must be a positive integer, got leaf_size=0$"),
+    ("algorithm:auto", "sample_size", 2.0, r"sample_size must be a positive integer, got sample_size=2.0 \(float\)"),
+    ("algorithm:auto", "scan_fraction", 0.0, r"scan_fraction must be > 0.0, got scan_fraction=0.0$"),
+    ("algorithm:auto", "scan_fraction", 1.5, r"scan_fraction must be <= 1.0, got scan_fraction=1.5$"),
+    ("algorithm:auto", "scan_fraction", "0.1", r"scan_fraction must be a finite number, got scan_fraction='0.1' \(str\)"),
     ("algorithm:brute", "leaf_size", 8, r"bad settings for algorithm 'brute': .*'leaf_size'"),
     # ---- oracles
     ("oracle:brute", "leaf_size", 8, r"bad settings for oracle 'brute' in spec 'brute:leaf_size=8'"),
@@ -227,7 +242,7 @@ CASES = [
     ("sklearn", "c", -1, r"curvature c must be a finite number > 0, got c=-1"),
     ("sklearn", "algorithm_params", [("width", 2)], r"algorithm_params must be a dict or None, got list"),
     ("sklearn", "algorithm_params", {1: 2}, r"algorithm_params keys must be strings, got \[1\]"),
-    ("sklearn", "algorithm_params", {"width": 2}, r"bad settings for algorithm 'hkdtree': .*'width'"),
+    ("sklearn", "algorithm_params", {"width": 2}, r"bad settings for algorithm 'auto': .*'width'"),
     ("sklearn", "random_state", -1, r"random_state must be a non-negative integer or None, got random_state=-1"),
     ("sklearn", "n_jobs", 0, r"n_jobs must be a positive integer, -1 or None \(all cores\), got n_jobs=0"),
     ("sklearn.kneighbors", "n_neighbors", 2.5, r"n_neighbors must be an integer, got float \(2.5\)"),
@@ -321,7 +336,7 @@ PUBLIC = {
     "index": lambda: hypann.HyperbolicIndex.__init__,
     "search": lambda: hypann.HyperbolicIndex.search,
     **{f"algorithm:{n}": (lambda n: lambda: algorithm_class(n).__init__)(n)
-       for n in ("recentering", "binary_search", "shells", "random_shells", "hkdtree", "vamana")},
+       for n in ("recentering", "binary_search", "shells", "random_shells", "hkdtree", "vamana", "graph", "auto")},
     "search:binary_search": lambda: algorithm_class("binary_search").query_params,
     "search:vamana": lambda: algorithm_class("vamana").query_params,
     "search:random_shells": lambda: algorithm_class("random_shells").query_params,

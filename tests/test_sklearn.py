@@ -101,7 +101,7 @@ def test_sklearn_checks_of_the_default_estimator_fail_only_outside_the_ball(cls)
 
 
 def test_default_algorithm_is_the_package_default():
-    assert DEFAULT_ALGORITHM == "hkdtree"
+    assert DEFAULT_ALGORITHM == "auto"
     assert HyperbolicIndex().algorithm == DEFAULT_ALGORITHM
     for cls in ESTIMATORS:
         assert cls().algorithm == DEFAULT_ALGORITHM

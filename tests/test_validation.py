@@ -55,13 +55,13 @@ def test_unknown_algorithm_oracle_option():
         hypann.HyperbolicIndex(algorithm="nope").build(X)
     with pytest.raises(ValueError, match=r"unknown oracle 'nope'"):
         hypann.HyperbolicIndex(algorithm="recentering", oracle="nope").build(X)
-    with pytest.raises(ValueError, match=r"bad settings for algorithm 'hkdtree'"):
+    with pytest.raises(ValueError, match=r"bad settings for algorithm 'auto'"):
         hypann.HyperbolicIndex(bogus=1).build(X)
     with pytest.raises(ValueError, match=r"bad settings for oracle 'kdtree'"):
         hypann.HyperbolicIndex(algorithm="recentering", oracle="kdtree:bogus=1").build(X)
     with pytest.raises(ValueError, match=r"bad setting 'x' in oracle spec"):
         hypann.HyperbolicIndex(algorithm="recentering", oracle="kdtree:x").build(X)
-    with pytest.raises(ValueError, match=r"algorithm 'hkdtree' does not use an oracle.*algorithm='recentering'"):
+    with pytest.raises(ValueError, match=r"algorithm 'auto' does not use an oracle.*algorithm='recentering'"):
         hypann.HyperbolicIndex(oracle="kdtree").build(X)
     with pytest.raises(ValueError, match=r"does not use an oracle"):
         hypann.HyperbolicIndex(algorithm="brute", oracle="kdtree").build(X)

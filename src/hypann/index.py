@@ -32,9 +32,11 @@ BUILD_PROGRESS_DELAY = 2.0
 _ROW_SEEDED = frozenset({"vamana", "random_shells"})
 #: The Euclidean oracle of oracle-based algorithms when none is given.
 DEFAULT_ORACLE = "kdtree"
-#: The algorithm used when none is named, here and in :mod:`hypann.sklearn`
-#: (exact, needs no oracle, and supports range search).
-DEFAULT_ALGORITHM = "hkdtree"
+#: The algorithm of ``HyperbolicIndex()``, the scikit-learn estimators and the CLI
+#: when none is named: ``"auto"``, exact (needs no oracle, supports range search),
+#: which picks the kd-tree or a scan from the kd-tree's measured pruning
+#: (:mod:`hypann.search.auto`).
+DEFAULT_ALGORITHM = "auto"
 
 
 def check_search_options(algorithm, budget, oracle_params, query_params):
@@ -71,12 +73,13 @@ class HyperbolicIndex:
 
     Parameters
     ----------
-    algorithm : str, default :data:`DEFAULT_ALGORITHM` (``"hkdtree"``)
-        ``"hkdtree"`` (exact kd-tree with hyperbolic pruning), ``"recentering"`` (exact, Wu & Charikar Alg. 1), ``"binary_search"``
+    algorithm : str, default :data:`DEFAULT_ALGORITHM` (``"auto"``)
+        ``"auto"`` (exact: the kd-tree, or a scan when the kd-tree's measured
+        pruning is poor; see :meth:`describe`), ``"hkdtree"`` (exact kd-tree with hyperbolic pruning), ``"recentering"`` (exact, Wu & Charikar Alg. 1), ``"binary_search"``
         (``ratio``-approximate, Alg. 2), ``"shells"`` / ``"random_shells"``
         (``sqrt(width)``-approximate with any oracle, Alg. 3 / 8), ``"graph"``
         (approximate k-NN graph search, the fast choice; query setting
-        ``ef``), ``"vamana"`` (the paper's graph baseline), ``"brute"``
+        ``ef``; with ``exact=True`` its answer seeds an exact kd-tree search), ``"vamana"`` (the paper's graph baseline), ``"brute"``
         (exact scan).
     oracle : str or EuclideanOracle, default "kdtree"
         Euclidean oracle spec (``"kdtree"``, ``"brute"``, ``"hkdtree"``,
@@ -423,7 +426,7 @@ class HyperbolicIndex:
     def search_radius(self, Q, r) -> RangeSearchResult:
         """Every indexed point within hyperbolic distance ``r`` of each query (range search).
 
-        Exact for ``algorithm="hkdtree"`` and ``"brute"``, and for
+        Exact for ``algorithm="auto"``, ``"hkdtree"``, ``"brute"`` and ``"graph"`` with ``exact=True``, and for
         ``"recentering"`` over an exact oracle with ball queries (``"kdtree"``,
         ``"brute"``); other algorithms raise ``NotImplementedError``. The kd-tree
         prunes a node when ``mindist(q, box)^2 / ((1-|q|^2) max_B(1-|x|^2))``
@@ -529,6 +532,15 @@ class HyperbolicIndex:
         self._check_fitted()
         return int(self.points_.nbytes + self.conformal_.nbytes + self.algorithm_.nbytes)
 
+    def describe(self) -> str:
+        """One line on the built structure: the algorithm, the data size and, for
+        ``algorithm="auto"``, which exact method it chose and the measured fraction
+        of points the kd-tree examined that decided it."""
+        self._check_fitted()
+        text = f"{self.algorithm} over {self.n_points_} points in {self.dim_}-D"
+        explain = getattr(self.algorithm_, "describe", None)
+        return f"{text}; {explain()}" if callable(explain) else text
+
     def get_params(self) -> dict:
         return {
             "algorithm": self.algorithm,
@@ -545,4 +557,6 @@ class HyperbolicIndex:
         parts = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items()
                           if v is not None and not (k == "verbose" and v is True))
         fitted = f", n_points={self.n_points_}, dim={self.dim_}" if hasattr(self, "n_points_") else ""
+        if hasattr(self, "algorithm_") and hasattr(self.algorithm_, "choice_"):
+            fitted += f", chosen={self.algorithm_.choice_!r}"  # what algorithm="auto" picked (see describe())
         return f"HyperbolicIndex({parts}{fitted})"

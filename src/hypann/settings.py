@@ -44,7 +44,7 @@ class Setting:
 
 
 INDEX_SETTINGS = (
-    Setting("algorithm", "hkdtree", "an algorithm name (hypann.search.registry.available_algorithms())", True,
+    Setting("algorithm", "auto", "an algorithm name (hypann.search.registry.available_algorithms())", True,
             "--algorithm"),
     Setting("oracle", None, "None, an oracle spec string or an EuclideanOracle", True, "--oracle"),
     Setting("model", "poincare", "'poincare' or 'lorentz'", True, "--model"),

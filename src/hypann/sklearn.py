@@ -185,9 +185,9 @@ class HyperbolicNearestNeighbors(_HyperbolicNeighborsBase):
         Neighbours per query of :meth:`kneighbors`.
     radius : float, default 1.0
         Hyperbolic radius of :meth:`radius_neighbors`, in the curvature ``-c``.
-    algorithm : str, default :data:`hypann.index.DEFAULT_ALGORITHM` (``"hkdtree"``)
+    algorithm : str, default :data:`hypann.index.DEFAULT_ALGORITHM` (``"auto"``)
         Any :class:`hypann.HyperbolicIndex` algorithm. Radius queries need one
-        with range search: ``"hkdtree"``, ``"brute"``, or ``"recentering"``
+        with range search: ``"auto"``, ``"hkdtree"``, ``"brute"``, or ``"recentering"``
         with oracle ``"kdtree"`` / ``"brute"``.
     oracle : str, optional
         Euclidean oracle spec, for the algorithms that use one.

@@ -12,6 +12,7 @@ import inspect
 
 # name -> defining module (for reading; the import itself is in _load)
 _ALGORITHMS = {
+    "auto": "hypann.search.auto",
     "brute": "hypann.search.brute",
     "recentering": "hypann.search.recentering",
     "binary_search": "hypann.search.binary_search",
@@ -25,7 +26,9 @@ _ALGORITHMS = {
 
 def _load(name: str):
     """The class of algorithm ``name``, imported here on first use (``import hypann`` stays cheap)."""
-    if name == "brute":
+    if name == "auto":
+        from hypann.search.auto import AutoSearch as cls
+    elif name == "brute":
         from hypann.search.brute import BruteForceSearch as cls
     elif name == "recentering":
         from hypann.search.recentering import RecenteringSearch as cls
