@@ -117,14 +117,17 @@ def advance(n=1, *, stage=None):
     bar = current.owner.bar
     if bar is None:
         return
-    if current.owner is current:
+    owner = current.owner
+    if owner is current:
         if stage is not None:
             bar.set_postfix_str(stage, refresh=False)
-        bar.update(n)
-        return
-    total = "?" if current.total is None else current.total
-    bar.set_postfix_str(f"{current.desc} {current.done}/{total}" + (f" {stage}" if stage else ""), refresh=False)
-    owner, now = current.owner, time.monotonic()
+        bar.update(n)  # redraws by tqdm's own clock (mininterval) ...
+        if stage is None:
+            return
+    else:
+        total = "?" if current.total is None else current.total
+        bar.set_postfix_str(f"{current.desc} {current.done}/{total}" + (f" {stage}" if stage else ""), refresh=False)
+    now = time.monotonic()  # ... a new stage or a nested report by ours, at most every _REDRAW_S
     if now >= owner.started and now - owner.shown >= _REDRAW_S:
         owner.shown = now
         bar.refresh()
