@@ -730,6 +730,31 @@ def load_index(path, *, mmap=False, verify=None, **overrides):
         raise _corrupt(path, str(exc)) from None
 
 
+def read_raw(path):
+    """``(header, arrays)`` of a format-3 file as stored: only the layout is checked, not the contents.
+
+    For tools and tests that rewrite files (:func:`write_raw`); the header
+    comes without its ``sha256`` and ``arrays`` fields.
+    """
+    path = os.fspath(path)
+    size = os.path.getsize(path)
+    with open(path, "rb") as fh:
+        if fh.read(len(MAGIC)) != MAGIC:
+            raise _not_index(path, "it does not start with the format-3 magic bytes")
+        length = int.from_bytes(fh.read(8), "little")
+        header = json.loads(fh.read(length).decode("utf-8"))
+    data_start = _aligned(len(MAGIC) + 8 + length)
+    _check_array_table(header, data_start, size, path)
+    arrays = {name: np.array(a) for name, a in _v3_arrays(path, header, data_start, False).items()}
+    header = {k: v for k, v in header.items() if k not in ("sha256", "arrays")}
+    return header, arrays
+
+
+def write_raw(path, header, arrays) -> None:
+    """Write ``header`` (without ``sha256``/``arrays``) and ``arrays`` as a format-3 file, checksums computed."""
+    _save_v3({k: v for k, v in header.items() if k not in ("sha256", "arrays")}, arrays, path)
+
+
 def verify_file(path) -> dict:
     """Check an index file completely (every checksum and value, as ``load(path, verify="full")``).
 
