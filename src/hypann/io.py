@@ -561,7 +561,7 @@ def _check_point_values(path, pts_field, conf_field, pts, conf, storage):
         ok = (c > 0.0) & (c <= 1.0)
         if not ok.all():
             t = V.first_bad(~ok)
-            raise _corrupt(path, f"{conf_field!r}: conformal factors 1-|x|^2 must be in (0, 1], got {c[t]!r} at "
+            raise _corrupt(path, f"{conf_field!r}: conformal factors 1-|x|^2 must be in (0, 1], got {float(c[t])!r} at "
                                  f"row {s + t}")
         recomputed = _kernels.conformal_factor(np.ascontiguousarray(x))
         if storage == "float64":
@@ -688,8 +688,9 @@ def load_index(path, *, mmap=False, verify=None, **overrides):
     if _is_v3(path):
         header, points, conformal, labels, state = _read_checked_v3(path, mmap, verify)
     elif mmap:
-        raise ValueError(f"{path!r} cannot be memory-mapped: it is not in format 3 (an older .npz index file); "
-                         f"load it without mmap=True and save it again to get a mappable file")
+        raise ValueError(f"{path!r} cannot be memory-mapped: it is not a hypann index file of format 3 (an older "
+                         f".npz index file, or a damaged or foreign file); load it without mmap=True and save it "
+                         f"again to get a mappable file")
     else:
         verify = "full"
         header, points, conformal, labels, state = _read_checked(path)
