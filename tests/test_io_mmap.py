@@ -19,6 +19,8 @@ import hypann
 from hypann import io as hio
 from tests.test_io_corrupt import COMMON_CASES, N, SETTINGS, TREE_CASES, _points
 
+pytestmark = pytest.mark.kernels  # also run under NUMBA_BOUNDSCHECK=1 (make test-boundscheck)
+
 # TREE_CASES whose message differs in format 3, where the tree's copy of the points is the only one
 # (io checks state/points and state/conformal as the points of the index before the tree sees them)
 V3_TREE_MESSAGES = {

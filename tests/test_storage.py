@@ -18,6 +18,8 @@ import hypann
 from hypann.geometry._kernels import conformal_factor
 from tests.conftest import ball_points, deep_clusters
 
+pytestmark = pytest.mark.kernels  # also run under NUMBA_BOUNDSCHECK=1 (make test-boundscheck)
+
 RTOL = 1e-12
 
 
