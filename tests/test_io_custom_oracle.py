@@ -8,7 +8,6 @@ searches; a process that cannot import it gets a ValueError naming the missing
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys

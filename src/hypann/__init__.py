@@ -33,7 +33,11 @@ _SUBPACKAGES = ("datasets", "eval", "geometry", "graph", "oracles", "search", "s
 
 
 def load(path, **overrides):
-    """Read an index saved with :meth:`HyperbolicIndex.save` (see :meth:`HyperbolicIndex.load`)."""
+    """Read an index saved with :meth:`HyperbolicIndex.save` (see :meth:`HyperbolicIndex.load`).
+
+    ``mmap=True`` maps a format-3 file instead of reading it; ``verify="full"`` or
+    ``"structure"`` says how much of it is checked (:func:`hypann.io.load_index`).
+    """
     from hypann.index import HyperbolicIndex
 
     return HyperbolicIndex.load(path, **overrides)

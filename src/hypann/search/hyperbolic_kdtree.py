@@ -46,6 +46,17 @@ order, as ``delta`` itself and rounding is monotone, so it never exceeds the
 computed ``delta`` of a point in the node: pruning when it is ``>=`` the
 current k-th best is exact in floating point, not only in exact arithmetic.
 
+Float32 storage
+---------------
+The points may be float32 (``HyperbolicIndex(storage="float32")``): the
+permuted copy and the boxes are then float32 and everything else (conformal
+factors, ``max_conformal``, all arithmetic) float64. A float32 value converts
+exactly to float64, and a box is the min / max of stored float32 values, hence
+exact in float32; ``q_j - lo_j`` and ``q_j - x_j`` are then the same float64
+operations as for float64 points, so the argument above holds unchanged: the
+search is exact for the stored points. (With float32 arithmetic, or boxes
+rounded from float64 values, it would not be.)
+
 A tighter test exists -- the hyperbolic ball of the current k-th ``delta`` is a
 Euclidean ball (:func:`hypann.geometry.poincare.euclidean_ball_from_delta`)
 and a node can be skipped when its box misses that ball -- but on the
@@ -671,8 +682,8 @@ class HyperbolicKDTree:
 
     Attributes
     ----------
-    points_ : ndarray of shape (n, d)
-        The points in tree order (a permuted copy).
+    points_ : ndarray of shape (n, d), float64 or float32
+        The points in tree order (a permuted copy, in the dtype given to :meth:`build`).
     conformal_ : ndarray of shape (n,)
         Their stored conformal factors ``1-|x|^2``.
     indices_ : ndarray of shape (n,), int64
