@@ -120,7 +120,7 @@ USAGE_ERRORS = [
     (["build", "{d}/missing.npy", "-o", "{d}/new"], r"cannot read points: no file at '.*missing\.npy'"),
     (["build", "{d}", "-o", "{d}/new"], r"cannot read points from '.*': it is a directory, expected a \.npy file"),
     (["build", "{d}/X.npy/under_a_file.npy", "-o", "{d}/new"], r"cannot read points from '.*under_a_file\.npy': Not a directory"),
-    (["build", "{d}/idx", "-o", "{d}/new"], r"cannot read points from '.*idx': not a \.npy array file \(ValueError: it holds arrays .*"),
+    (["build", "{d}/idx", "-o", "{d}/new"], r"cannot read points from '.*idx': not a \.npy array file \(ValueError: it is a hypann index file; .*"),
     (["build", "{d}/X.npy", "-o", "{d}/no_such_folder/new"], r"cannot write '.*new': folder '.*no_such_folder' does not exist"),
     (["build", "{d}/X.npy", "-o", "{d}/X.npy/new"], r"cannot write '.*new': '.*X\.npy' is not a folder"),
     (["build", "{d}/X.npy", "-o", "{d}"], r"cannot write '.*': it is a directory"),

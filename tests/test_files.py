@@ -88,7 +88,7 @@ def test_failing_save_leaves_the_old_file_and_no_temporary(tmp_path, index, monk
     def fail(*args, **kwargs):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(hypann.io.np, "savez", fail)
+    monkeypatch.setattr(hypann.io, "_write_array", fail)  # format 3: the writing of the arrays
     with pytest.raises(OSError, match="No space left on device"):
         index.save(path)
     assert path.read_bytes() == before

@@ -16,14 +16,15 @@ from tests.conftest import ball_points
 GOLDEN = os.path.join(os.path.dirname(__file__), "data", "golden_v1.hypann")
 
 
-def test_round_trip(tmp_path, rng):
+@pytest.mark.parametrize("version", [2, 3])
+def test_round_trip(tmp_path, rng, version):
     X = ball_points(rng, 300, 4)
     Q = ball_points(rng, 10, 4)
     idx = hypann.HyperbolicIndex(algorithm="binary_search", oracle="kdtree:leaf_size=8", ratio=1.5, c=2.0, random_state=3).build(X / np.sqrt(2))
     path = tmp_path / "a.hypann"
-    idx.save(path)
+    idx.save(path, format_version=version)
     meta = hypann.read_metadata(path)
-    assert meta["format_version"] == 2 and meta["n"] == 300 and meta["d"] == 4
+    assert meta["format_version"] == version and meta["n"] == 300 and meta["d"] == 4 and meta["dtype"] == "float64"
     assert meta["algorithm"] == "binary_search" and meta["params"] == {"ratio": 1.5} and meta["c"] == 2.0
     back = hypann.load(path)
     r1, r2 = idx.search(Q / np.sqrt(2), 3), back.search(Q / np.sqrt(2), 3)
@@ -35,7 +36,7 @@ def test_round_trip(tmp_path, rng):
 def test_corrupt_and_foreign_files(tmp_path, rng):
     idx = hypann.HyperbolicIndex().build(ball_points(rng, 20, 2))
     path = tmp_path / "x.hypann"
-    idx.save(path)
+    idx.save(path, format_version=2)
     raw = path.read_bytes()
     (tmp_path / "trunc").write_bytes(raw[: len(raw) // 2])
     with pytest.raises(ValueError, match=r"not a hypann index file|corrupt"):
@@ -61,20 +62,31 @@ def test_corrupt_and_foreign_files(tmp_path, rng):
     arrays["header"] = np.frombuffer(json.dumps(header).encode(), dtype=np.uint8)
     arrays["points"] = arrays["points"] * 2
     np.savez(tmp_path / "future.npz", **arrays)
-    with pytest.raises(ValueError, match=r"format_version=99; this hypann .* reads format_version=2 and 1; rebuild"):
+    with pytest.raises(ValueError, match=r"format_version=99; this hypann .* reads format_version 1, 2 and 3; rebuild"):
         hypann.load(tmp_path / "future.npz")
 
 
-def test_failed_write_leaves_no_file(tmp_path, rng, monkeypatch):
+@pytest.mark.parametrize("version", [2, 3])
+def test_failed_write_leaves_no_file(tmp_path, rng, monkeypatch, version):
     idx = hypann.HyperbolicIndex().build(ball_points(rng, 20, 2))
     path = tmp_path / "y.hypann"
+    if version == 2:
+        def boom(*a, **k):
+            raise OSError("disk full")
 
-    def boom(*a, **k):
-        raise OSError("disk full")
+        monkeypatch.setattr(hio.np, "savez", boom)
+    else:  # format 3: fail while writing the second array, after the header and the first array
+        original, calls = hio._write_array, []
 
-    monkeypatch.setattr(hio.np, "savez", boom)
+        def boom(fh, a):
+            calls.append(1)
+            if len(calls) == 2:
+                raise OSError("disk full")
+            return original(fh, a)
+
+        monkeypatch.setattr(hio, "_write_array", boom)
     with pytest.raises(OSError, match="disk full"):
-        idx.save(path)
+        idx.save(path, format_version=version)
     assert os.listdir(tmp_path) == []
 
 
@@ -91,6 +103,6 @@ def test_golden_file_still_reads():
 
 def test_zip_structure_is_plain_npz(tmp_path, rng):
     idx = hypann.HyperbolicIndex().build(ball_points(rng, 10, 2))
-    idx.save(tmp_path / "z")
+    idx.save(tmp_path / "z", format_version=2)
     with zipfile.ZipFile(tmp_path / "z") as zf:
         assert {"header.npy", "points.npy"} <= set(zf.namelist())

@@ -8,7 +8,6 @@ searches; a process that cannot import it gets a ValueError naming the missing
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -111,15 +110,10 @@ def test_fresh_process_without_the_module_gets_a_clear_error(saved_custom):
 
 
 def _rewrite(src, dst, **changes):
-    with np.load(src) as z:
-        arrays = {k: z[k] for k in z.files}
-    header = json.loads(arrays.pop("header").tobytes())
-    header.pop("sha256")
+    header, arrays = hio.read_raw(src)
     header.update(changes)
     header = {k: v for k, v in header.items() if v is not ...}
-    header["sha256"] = hio.file_digest(header, arrays)
-    with open(dst, "wb") as fh:
-        np.savez(fh, header=np.frombuffer(json.dumps(header).encode(), np.uint8), **arrays)
+    hio.write_raw(dst, header, arrays)
 
 
 @pytest.mark.parametrize(

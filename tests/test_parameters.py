@@ -115,6 +115,10 @@ CASES = [
     ("index", "verbose", "no", r"verbose must be True or False, got verbose='no' \(a string is not a boolean"),
     ("index", "verbose", 1, r"verbose must be True or False, got verbose=1$"),
     ("index", "bogus", 1, r"bad settings for algorithm 'recentering': .*'bogus'"),
+    ("index", "storage", "float16", r"storage must be one of \('float64', 'float32'\), got storage='float16'$"),
+    ("index", "storage", 32, r"storage must be one of \('float64', 'float32'\), got storage=32 \(int\)"),
+    ("index", "storage", "float32", r"storage='float32' is supported by algorithm 'hkdtree' and 'brute' \(exact for "
+                                    r"the stored points\), got algorithm='recentering'"),
     # ---- search
     ("search", "k", 2.0, r"k must be an integer, got float \(2.0\)"),
     ("search", "k", 0, r"k must be in \[1, 60\] \(the number of indexed points\), got k=0"),

@@ -24,6 +24,7 @@ from hypann._version import __version__
 _EXPORTS = {
     "HyperbolicIndex": "hypann.index",
     "DEFAULT_ALGORITHM": "hypann.index",
+    "verify_file": "hypann.index",
     "read_metadata": "hypann.io",
     "SearchResult": "hypann.result",
     "SearchStats": "hypann.result",
@@ -34,7 +35,11 @@ _SUBPACKAGES = ("datasets", "eval", "geometry", "graph", "oracles", "search", "s
 
 
 def load(path, **overrides):
-    """Read an index saved with :meth:`HyperbolicIndex.save` (see :meth:`HyperbolicIndex.load`)."""
+    """Read an index saved with :meth:`HyperbolicIndex.save` (see :meth:`HyperbolicIndex.load`).
+
+    ``mmap=True`` maps a format-3 file instead of reading it; ``verify="full"`` or
+    ``"structure"`` says how much of it is checked (:func:`hypann.io.load_index`).
+    """
     from hypann.index import HyperbolicIndex
 
     return HyperbolicIndex.load(path, **overrides)

@@ -368,13 +368,15 @@ def reject_unknown(params, allowed, where):
         )
 
 
-def check_stored_points(points, conformal):
+def check_stored_points(points, conformal, *, allow_float32=False):
     """Float64 ``points`` (n, d), ``n >= 1``, already validated, and their stored ``conformal`` (n,).
 
     For index structures that take the conformal factors ``1-|x|^2`` computed
-    once by the caller instead of recomputing them.
+    once by the caller instead of recomputing them. With ``allow_float32``,
+    float32 points stay float32 (float32 storage, see :class:`hypann.HyperbolicIndex`).
     """
-    points = np.ascontiguousarray(points, dtype=np.float64)
+    keep = allow_float32 and np.asarray(points).dtype == np.float32
+    points = np.ascontiguousarray(points, dtype=np.float32 if keep else np.float64)
     conformal = np.ascontiguousarray(conformal, dtype=np.float64)
     if points.ndim != 2 or points.shape[0] == 0:
         raise ValueError(f"points must be a non-empty 2-D array, got shape {points.shape}")

@@ -30,6 +30,13 @@ BUILD_PROGRESS_DELAY = 2.0
 #: Algorithms whose random choices depend on a query's row number within the
 #: batch: never split into chunks (the answers would change).
 _ROW_SEEDED = frozenset({"vamana", "random_shells"})
+#: Values of ``storage=``: the dtype of the stored coordinates.
+STORAGE_DTYPES = ("float64", "float32")
+#: Algorithms that accept ``storage="float32"`` (exact against the stored points; see
+#: :class:`HyperbolicIndex`); the others need float64 coordinates.
+FLOAT32_ALGORITHMS = ("hkdtree", "brute")
+#: Rows per block when float32 storage converts the input (see :meth:`HyperbolicIndex.build`).
+_STORAGE_BLOCK = 1 << 16
 #: The Euclidean oracle of oracle-based algorithms when none is given.
 DEFAULT_ORACLE = "kdtree"
 #: The algorithm of ``HyperbolicIndex()``, the scikit-learn estimators and the CLI
@@ -99,6 +106,23 @@ class HyperbolicIndex:
     n_jobs : int or None, default None
         Threads of the numba kernels for build and search: ``None`` or ``-1``
         use all cores. Results are identical for any thread count.
+    storage : {"float64", "float32"}, default "float64"
+        dtype of the stored coordinates. ``"float32"`` halves the memory and
+        file size of the points (``"hkdtree"`` and ``"brute"`` only). The
+        conformal factor ``1-|x|^2`` of every point stays float64, computed as
+        always from the caller's own float64 coordinates, and every distance is
+        computed in float64 from the float32 coordinates (converted exactly)
+        and that stored factor. Both algorithms stay exact *for the stored
+        points*: the ``k`` returned are exactly the ``k`` smallest of
+        ``delta(q, x) = |q - x32|^2 / ((1-|q|^2) (1-|x|^2))`` over the index,
+        the value float64 brute force over the stored representation gives
+        (the kd-tree's boxes are the min/max of float32 values, hence exact).
+        What changes is the *points*: rounding the coordinates to float32 moves
+        a point by up to ``2^-24 |x|`` (Euclidean), which is noise for
+        neighbours at hyperbolic distance well above ``2^-24 e^h`` at
+        hyperbolic norm ``h`` and decides close pairs far out
+        (``docs/storage.md`` has the measured effect). If the data were
+        float32 already, nothing is lost.
     verbose : bool, default True
         Show a progress bar (tqdm, on stderr, only when stderr is a terminal)
         for :meth:`search` batches of more than :data:`PROGRESS_MIN_QUERIES`
@@ -133,8 +157,9 @@ class HyperbolicIndex:
     """
 
     def __init__(self, *, algorithm=DEFAULT_ALGORITHM, oracle=None, model="poincare", c=1.0, random_state=None,
-                 n_jobs=None, verbose=True, **params):
+                 n_jobs=None, verbose=True, storage="float64", **params):
         self.algorithm = algorithm
+        self.storage = storage
         self.oracle = oracle
         self.model = model
         self.c = c
@@ -165,38 +190,110 @@ class HyperbolicIndex:
                 f"(e.g. HyperbolicIndex(algorithm='recentering', oracle={self.oracle!r}))"
             )
         V.check_seed(self.random_state, "random_state")
+        self._check_storage()
+
+    def _check_storage(self):
+        if not isinstance(self.storage, str):
+            raise V.ParameterTypeError(
+                f"storage must be one of {STORAGE_DTYPES}, got storage={self.storage!r} ({type(self.storage).__name__})"
+            )
+        if self.storage not in STORAGE_DTYPES:
+            raise ValueError(f"storage must be one of {STORAGE_DTYPES}, got storage={self.storage!r}")
+        if self.storage == "float32" and self.algorithm not in FLOAT32_ALGORITHMS:
+            raise ValueError(
+                f"storage='float32' is supported by algorithm {' and '.join(map(repr, FLOAT32_ALGORITHMS))} "
+                f"(exact for the stored points), got algorithm={self.algorithm!r}; use storage='float64' with it"
+            )
 
     def build(self, X):
         """Index the points ``X`` of shape (n, d) (or (n, d+1) on the hyperboloid); returns self.
 
-        The index stores its own float64 copy of the (unit-curvature) points:
-        ``X`` may be changed or freed afterwards.
+        The index stores its own copy of the (unit-curvature) points, float64
+        or float32 (``storage``): ``X`` may be changed or freed afterwards.
+        With ``storage="float32"``, a large ``X`` (e.g. a :class:`numpy.memmap`)
+        is checked and converted in blocks of rows, so no float64 copy of it
+        is made.
         """
         self._check_settings()
-        points, conformal = V.check_points(X, name="X", model=self.model, c=self.c)
+        if self.storage == "float32" and isinstance(X, np.ndarray) and X.ndim == 2 and X.shape[0] > _STORAGE_BLOCK:
+            points, conformal = self._check_points_blockwise(X)
+        else:
+            points, conformal = V.check_points(X, name="X", model=self.model, c=self.c)
         return self._build_validated(points, conformal)
 
-    def _build_validated(self, points, conformal, state=None, labels=None):
+    def _check_points_blockwise(self, X):
+        """:func:`hypann._validation.check_points` of ``X`` block by block, into float32 points.
+
+        The same checks and conformal factors as one call on all of ``X``; a
+        bad row is reported by a second call on all of ``X`` (so the message
+        names its row number in ``X``).
+        """
+        n = X.shape[0]
+        dim = X.shape[1] - (self.model == "lorentz")
+        points = np.empty((n, max(dim, 0)), dtype=np.float32)
+        conformal = np.empty(n)
+        for start in range(0, n, _STORAGE_BLOCK):
+            stop = min(start + _STORAGE_BLOCK, n)
+            try:
+                block, block_conf = V.check_points(X[start:stop], name="X", model=self.model, c=self.c)
+            except (ValueError, TypeError):
+                V.check_points(X, name="X", model=self.model, c=self.c)  # the message with the row number in X
+                raise
+            points[start:stop] = block
+            conformal[start:stop] = block_conf
+        return points, conformal
+
+    def _build_validated(self, points, conformal, state=None, labels=None, full_check=True):
+        """Build (or, with ``state``, restore) over validated points; ``points=None``: the state holds them."""
         algo = make_algorithm(self.algorithm, self.params)
         oracle = self.oracle if self.oracle is not None else DEFAULT_ORACLE
+        if points is not None and self.storage == "float32" and points.dtype != np.float32:
+            points = points.astype(np.float32)
         notice_first_compile(_build_tree, _search_exact)
         verb = "load" if state else "build"
         with numba_threads(self.n_jobs), progress.task(f"{verb} {self.algorithm}", enabled=self.verbose,
                                                       delay=BUILD_PROGRESS_DELAY):
             progress.advance(stage=f"{points.shape[0]:,} points")
             if state:
-                algo.restore(points, conformal, state, oracle=oracle, random_state=self.random_state)
+                # structural checks only (a memory-mapped file, verify="structure"): for the
+                # algorithms that offer them; the others check their state in full
+                options = {} if full_check or not getattr(algo, "owns_points", False) else {"full_check": False}
+                algo.restore(points, conformal, state, oracle=oracle, random_state=self.random_state, **options)
             else:
                 algo.build(points, conformal, oracle=oracle, random_state=self.random_state)
             progress.advance(stage="done")
         self.algorithm_ = algo
-        self.points_ = points
-        self.conformal_ = conformal
-        self.dim_ = points.shape[1]
-        self.live_ = LiveSet(points.shape[0], self.dim_, labels)
+        # one copy of the points: an algorithm that keeps its own (the kd-tree, permuted) is the only holder
+        owned = getattr(algo, "owns_points", False)
+        self._points = None if owned else points
+        self._conformal = None if owned else conformal
+        n, self.dim_ = algo.points_shape() if owned else points.shape
+        self.live_ = LiveSet(n, self.dim_, labels)
         self._plain_labels = labels is None
         log.debug("built %r", self)
         return self
+
+    @property
+    def points_(self) -> np.ndarray:
+        """The built points (unit-curvature Poincare, in row order; float64 or float32 per ``storage``).
+
+        When the search structure holds the only copy (the kd-tree keeps them
+        in its own order), this is a new array gathered from it on every access.
+        """
+        if not hasattr(self, "algorithm_"):
+            raise AttributeError("points_: this HyperbolicIndex is not built yet")
+        if self._points is None:
+            return self.algorithm_.points_in_input_order()[0]
+        return self._points
+
+    @property
+    def conformal_(self) -> np.ndarray:
+        """The stored conformal factors ``1-|x|^2`` of :attr:`points_` (float64, row order)."""
+        if not hasattr(self, "algorithm_"):
+            raise AttributeError("conformal_: this HyperbolicIndex is not built yet")
+        if self._conformal is None:
+            return self.algorithm_.points_in_input_order()[1]
+        return self._conformal
 
     @property
     def n_points_(self) -> int:
@@ -241,6 +338,8 @@ class HyperbolicIndex:
                 self.compact()  # a removed row still holds that id
                 live = self.live_
             self._plain_labels = False
+        if self.storage == "float32":  # stored as the built points are: float32 coordinates (held as float64)
+            points = points.astype(np.float32).astype(np.float64)
         live.add(points.copy(), conformal, labels)
         if live.needs_rebuild():
             self.compact()
@@ -495,8 +594,10 @@ class HyperbolicIndex:
         """Validated queries and their conformal factors; ``Q=None``: the indexed points, bit for bit."""
         if Q is None:
             if self.live_.n_changes:
-                return self.live_.live_rows(self.points_, self.conformal_)[:2]
-            return self.points_, self.conformal_
+                points, conformal = self.live_.live_rows(self.points_, self.conformal_)[:2]
+            else:
+                points, conformal = self.points_, self.conformal_
+            return np.ascontiguousarray(points, dtype=np.float64), conformal
         return V.check_points(Q, name="Q", model=self.model, c=self.c, dim=self.dim_, allow_empty=True)
 
     def _result(self, ids, deltas, stats):
@@ -506,31 +607,46 @@ class HyperbolicIndex:
         return SearchResult(ids, distances, stats)
 
     # -- persistence ------------------------------------------------------
-    def save(self, path):
+    def save(self, path, *, format_version=None):
         """Write the index to ``path`` atomically (see :mod:`hypann.io`).
 
         Points added or removed since the build are folded in first
         (:meth:`compact`), so the file holds one structure over the live points
-        and their ids.
+        and their ids. ``format_version``: default the current one (3, whose
+        arrays can be memory-mapped by ``hypann.load(path, mmap=True)``); 2
+        writes the older ``.npz`` layout (float64 storage only).
         """
-        from hypann.io import save_index
+        from hypann.io import FORMAT_VERSION, save_index
 
         self._check_fitted()
         self.compact()
-        save_index(self, path)
+        save_index(self, path, format_version=FORMAT_VERSION if format_version is None else format_version)
 
     @classmethod
-    def load(cls, path, **overrides):
-        """Read an index written by :meth:`save` (``overrides`` replace stored settings, e.g. ``oracle=``)."""
+    def load(cls, path, *, mmap=False, verify=None, **overrides):
+        """Read an index written by :meth:`save` (``overrides`` replace stored settings, e.g. ``oracle=``).
+
+        ``mmap=True`` maps the arrays of a format-3 file read-only instead of
+        reading them; ``verify`` (``"full"`` or ``"structure"``, default
+        ``"full"``, or ``"structure"`` with ``mmap``) says how much of the file
+        is checked first (see :func:`hypann.io.load_index`).
+        """
         from hypann.io import load_index
 
-        return load_index(cls, path, **overrides)
+        return load_index(cls, path, mmap=mmap, verify=verify, **overrides)
 
     @property
     def nbytes(self) -> int:
-        """Bytes held by the points, conformal factors and the search structure."""
+        """Bytes held by the points, conformal factors, the search structure and the ids.
+
+        The points are counted once: when the structure holds them (the
+        kd-tree), the index keeps no copy of its own.
+        """
         self._check_fitted()
-        return int(self.points_.nbytes + self.conformal_.nbytes + self.algorithm_.nbytes)
+        own = sum(a.nbytes for a in (self._points, self._conformal) if a is not None)
+        live = self.live_
+        ids = live.labels.nbytes + live.removed.nbytes + live.added_points.nbytes + live.added_conformal.nbytes
+        return int(own + self.algorithm_.nbytes + ids)
 
     def describe(self) -> str:
         """One line on the built structure: the algorithm, the data size and, for
@@ -550,13 +666,26 @@ class HyperbolicIndex:
             "random_state": self.random_state,
             "n_jobs": self.n_jobs,
             "verbose": self.verbose,
+            "storage": self.storage,
             **self.params,
         }
 
     def __repr__(self):
         parts = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items()
-                          if v is not None and not (k == "verbose" and v is True))
+                          if v is not None and not (k == "verbose" and v is True)
+                          and not (k == "storage" and v == "float64"))
         fitted = f", n_points={self.n_points_}, dim={self.dim_}" if hasattr(self, "n_points_") else ""
         if hasattr(self, "algorithm_") and hasattr(self.algorithm_, "choice_"):
             fitted += f", chosen={self.algorithm_.choice_!r}"  # what algorithm="auto" picked (see describe())
         return f"HyperbolicIndex({parts}{fitted})"
+
+
+def verify_file(path) -> dict:
+    """Check an index file completely (every checksum and value, as ``load(path, verify="full")``).
+
+    Returns its header; raises ``ValueError`` naming the file and the field on any damage.
+    """
+    from hypann.io import read_metadata
+
+    HyperbolicIndex.load(path, verify="full")
+    return read_metadata(path)

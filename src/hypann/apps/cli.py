@@ -101,6 +101,11 @@ def _load_array(path, what):
         raise type(exc)(f"cannot read {what} from {path!r}: {exc.strerror or exc}") from None
     with fh:
         try:
+            from hypann.io import MAGIC
+
+            if fh.read(len(MAGIC)) == MAGIC:
+                raise ValueError("it is a hypann index file; give a .npy file or an .npz with one array")
+            fh.seek(0)
             arr = np.load(fh, allow_pickle=False)
             if isinstance(arr, np.lib.npyio.NpzFile):
                 with arr:

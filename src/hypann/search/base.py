@@ -27,6 +27,10 @@ class SearchAlgorithm:
     uses_oracle = True
     #: names of the extra keyword arguments ``search`` accepts
     query_params: tuple = ()
+    #: True when the algorithm keeps the only copy of the points (then it offers
+    #: ``points_shape()`` and ``points_in_input_order()``, and
+    #: :class:`hypann.HyperbolicIndex` keeps none of its own)
+    owns_points = False
 
     def build(self, points, conformal, *, oracle="kdtree", random_state=None):
         """Index ``points`` (n, d) with stored ``conformal`` (n,); returns self.

@@ -39,8 +39,21 @@ class HyperbolicKDTreeSearch(SearchAlgorithm):
     def _check_settings(self):
         V.check_positive_int(self.leaf_size, "leaf_size")
 
+    #: the tree holds the only copy of the points (permuted into tree order);
+    #: :class:`hypann.HyperbolicIndex` keeps none and asks :meth:`points_in_input_order`
+    owns_points = True
+
     def _build(self, points, conformal, oracle):
         self.tree_ = HyperbolicKDTree(leaf_size=self.leaf_size).build(points, conformal)
+        self.points_ = self.conformal_ = None  # the caller's arrays may be freed: the tree has its copy
+
+    def points_shape(self):
+        """``(n, d)`` of the indexed points."""
+        return self.tree_.n_points_, self.tree_.dim_
+
+    def points_in_input_order(self):
+        """``(points, conformal)`` in input row order (new arrays gathered from the tree)."""
+        return self.tree_.points_in_input_order()
 
     #: ``search`` takes ``removed=`` (a flag per built row) and skips those points
     supports_removed = True
@@ -60,16 +73,22 @@ class HyperbolicKDTreeSearch(SearchAlgorithm):
     def get_state(self):
         return self.tree_.to_arrays()
 
-    def restore(self, points, conformal, state, *, oracle=None, random_state=None):
+    def restore(self, points, conformal, state, *, oracle=None, random_state=None, full_check=True):
+        """Take a stored tree after checking it (:meth:`HyperbolicKDTree.validate_state`).
+
+        ``points``/``conformal`` (input row order) are compared with the
+        tree's copy when given (files of format 1 and 2 store both); ``None``:
+        the tree's copy is the only one (format 3). ``full_check=False``: only
+        the structural checks (see ``validate_state(full=False)``).
+        """
         self._check_settings()
-        """Take a stored tree after checking it (:meth:`HyperbolicKDTree.validate_state`) against ``points``."""
-        tree = HyperbolicKDTree.from_arrays(state, points=points, conformal=conformal)
+        tree = HyperbolicKDTree.from_arrays(state, points=points, conformal=conformal, full=full_check)
         if tree.leaf_size != self.leaf_size:
             raise ValueError(
                 f"HyperbolicKDTree state 'leaf_size': the stored tree has leaf_size={tree.leaf_size}, "
                 f"the settings say leaf_size={self.leaf_size!r}"
             )
-        self.points_, self.conformal_ = points, conformal
+        self.points_ = self.conformal_ = None
         self.tree_ = tree
         return self
 

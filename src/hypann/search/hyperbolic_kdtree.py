@@ -46,6 +46,17 @@ order, as ``delta`` itself and rounding is monotone, so it never exceeds the
 computed ``delta`` of a point in the node: pruning when it is ``>=`` the
 current k-th best is exact in floating point, not only in exact arithmetic.
 
+Float32 storage
+---------------
+The points may be float32 (``HyperbolicIndex(storage="float32")``): the
+permuted copy and the boxes are then float32 and everything else (conformal
+factors, ``max_conformal``, all arithmetic) float64. A float32 value converts
+exactly to float64, and a box is the min / max of stored float32 values, hence
+exact in float32; ``q_j - lo_j`` and ``q_j - x_j`` are then the same float64
+operations as for float64 points, so the argument above holds unchanged: the
+search is exact for the stored points. (With float32 arithmetic, or boxes
+rounded from float64 values, it would not be.)
+
 A tighter test exists -- the hyperbolic ball of the current k-th ``delta`` is a
 Euclidean ball (:func:`hypann.geometry.poincare.euclidean_ball_from_delta`)
 and a node can be skipped when its box misses that ball -- but on the
@@ -129,12 +140,16 @@ class KNNResult(NamedTuple):
 
 @nb.njit(cache=True)
 def _build_tree(points, conformal, leaf_size):
-    """Median-split kd-tree in flat arrays; returns the arrays of ``_STATE`` and the depth."""
+    """Median-split kd-tree in flat arrays; returns the arrays of ``_STATE`` and the depth.
+
+    ``points`` may be float32 or float64: the permuted copy and the boxes keep
+    that dtype (a box is the min / max of stored values, so it is exact in it).
+    """
     n, d = points.shape
     half = max(1, (leaf_size + 1) // 2)  # every leaf of a split node holds >= half points
     max_nodes = 2 * (n // half + 1)
-    lo = np.empty((max_nodes, d))
-    hi = np.empty((max_nodes, d))
+    lo = np.empty((max_nodes, d), dtype=points.dtype)  # min / max of stored values: exact in their dtype
+    hi = np.empty((max_nodes, d), dtype=points.dtype)
     left = np.full(max_nodes, -1, dtype=np.int64)
     right = np.full(max_nodes, -1, dtype=np.int64)
     start = np.zeros(max_nodes, dtype=np.int64)
@@ -207,7 +222,7 @@ def _build_tree(points, conformal, leaf_size):
         stack[sp + 1] = a
         sp += 2
 
-    pts = np.empty((n, d))
+    pts = np.empty((n, d), dtype=points.dtype)
     conf = np.empty(n)
     for t in range(n):
         pts[t] = points[perm[t]]
@@ -549,6 +564,114 @@ def _budget_array(budget, m):
     return out
 
 
+
+def _check_point_values(pts, conf, perm, points, conformal, bad):
+    """Full check of a stored tree's point arrays (see :meth:`HyperbolicKDTree.validate_state`)."""
+    n = pts.shape[0]
+    if not np.all((conf > 0.0) & (conf <= 1.0)):
+        t = first_bad(~((conf > 0.0) & (conf <= 1.0)))
+        raise bad("conformal", f"conformal factors 1-|x|^2 must be in (0, 1], got {conf[t]!r} at position {t}")
+    if not np.all((perm >= 0) & (perm < n)):
+        t = first_bad((perm < 0) | (perm >= n))
+        raise bad("indices", f"ids must be in [0, {n}), got {int(perm[t])} at position {t}")
+    seen = np.bincount(perm, minlength=n)
+    if not np.all(seen == 1):
+        raise bad("indices", f"must be a permutation of 0..{n - 1}, but id {first_bad(seen != 1)} appears "
+                             f"{int(seen[first_bad(seen != 1)])} times")
+    if points is not None:
+        if not np.array_equal(pts, np.asarray(points)[perm]):
+            raise bad("points", "the tree's copy of the points is not the index's points permuted by 'indices'")
+    if conformal is not None and not np.array_equal(conf, np.asarray(conformal)[perm]):
+        raise bad("conformal", "the tree's conformal factors are not those of the index's points "
+                               "permuted by 'indices'")
+
+
+def _check_tree_shape(n, left, right, start, end, bad):
+    """The nodes form one tree rooted at 0 whose leaves partition ``[0, n)`` (O(n_nodes))."""
+    n_nodes = left.shape[0]
+    for field, child in (("left", left), ("right", right)):
+        out = (child < -1) | (child >= n_nodes)
+        if out.any():
+            i = first_bad(out)
+            raise bad(field, f"child ids must be in [-1, {n_nodes}), got {int(child[i])} at node {i}")
+    is_leaf = left < 0
+    if np.any(is_leaf != (right < 0)):
+        i = first_bad(is_leaf != (right < 0))
+        raise bad("right", f"node {i} has left={int(left[i])} and right={int(right[i])}: "
+                           "a node has two children (both ids valid) or none (both -1)")
+    parents = np.flatnonzero(~is_leaf)
+    for field, child in (("left", left), ("right", right)):
+        back = child[parents] <= parents
+        if back.any():
+            p = int(parents[first_bad(back)])
+            raise bad(field, f"child {int(child[p])} of node {p} must have a larger id than its parent "
+                             "(the tree must be acyclic)")
+    n_parents = np.bincount(np.concatenate([left[parents], right[parents]]), minlength=n_nodes)
+    if np.any(n_parents[1:] != 1):
+        j = first_bad(n_parents[1:] != 1) + 1
+        raise bad("left", f"node {j} is a child of {int(n_parents[j])} nodes; every node but the root "
+                          "(0) must be the child of exactly one node")
+    lc, rc = left[parents], right[parents]
+    if start[0] != 0 or end[0] != n:
+        raise bad("start" if start[0] != 0 else "end",
+                  f"the root must cover [0, {n}), got [{int(start[0])}, {int(end[0])})")
+    if np.any(start >= end):
+        i = first_bad(start >= end)
+        raise bad("end", f"node {i} has an empty range [{int(start[i])}, {int(end[i])})")
+    for field, ok, what in (
+        ("start", start[lc] == start[parents], "its left child must start where the node starts"),
+        ("end", end[lc] == start[rc], "its left child must end where its right child starts"),
+        ("end", end[rc] == end[parents], "its right child must end where the node ends"),
+    ):
+        if not ok.all():
+            p = int(parents[first_bad(~ok)])
+            raise bad(field, f"node {p} covers [{int(start[p])}, {int(end[p])}) but {what} "
+                             f"(children [{int(start[left[p]])}, {int(end[left[p]])}) and "
+                             f"[{int(start[right[p]])}, {int(end[right[p]])}))")
+
+
+def _check_tree_bounds(pts, conf, lo, hi, max_conf, left, right, start, end, bad):
+    """Every node's box and ``max_conformal`` bound the points below it (reads every point)."""
+    n = pts.shape[0]
+    is_leaf = left < 0
+    parents = np.flatnonzero(~is_leaf)
+    lc, rc = left[parents], right[parents]
+    # -- bounds hold every point below them
+    for field, a in (("lo", lo), ("hi", hi), ("max_conformal", max_conf)):
+        if not np.isfinite(a).all():
+            raise bad(field, f"contains NaN or inf (first at {first_bad(~np.isfinite(a))})")
+    if np.any(lo > hi):
+        i, j = first_bad(lo > hi)
+        raise bad("hi", f"node {i} has lo > hi in coordinate {j} ({lo[i, j]!r} > {hi[i, j]!r})")
+    for child in (lc, rc):
+        for field, ok in (
+            ("lo", lo[child] >= lo[parents]),
+            ("hi", hi[child] <= hi[parents]),
+            ("max_conformal", max_conf[child] <= max_conf[parents]),
+        ):
+            if not ok.all():
+                r = first_bad(~ok)
+                r = r[0] if isinstance(r, tuple) else r
+                raise bad(field, f"the bound of node {int(child[r])} is not inside that of its parent "
+                                 f"{int(parents[r])}")
+    leaves = np.flatnonzero(is_leaf)
+    leaves = leaves[np.argsort(start[leaves], kind="stable")]
+    leaf_of = np.repeat(leaves, end[leaves] - start[leaves])  # length n: the leaves partition [0, n)
+    block = 1 << 16
+    for s in range(0, n, block):
+        own = leaf_of[s : s + block]
+        x = pts[s : s + block]
+        for field, inside in (("lo", x >= lo[own]), ("hi", x <= hi[own])):
+            if not inside.all():
+                t = s + first_bad(~inside.all(axis=1))
+                raise bad(field, f"the point at position {t} lies outside the box of its leaf {int(leaf_of[t])}")
+        below = conf[s : s + block] <= max_conf[own]
+        if not below.all():
+            t = s + first_bad(~below)
+            raise bad("max_conformal", f"the conformal factor of the point at position {t} exceeds the "
+                                       f"max_conformal of its leaf {int(leaf_of[t])}")
+
+
 class HyperbolicKDTree:
     """kd-tree over Poincare points that counts samples and can rank by ``delta``.
 
@@ -560,8 +683,8 @@ class HyperbolicKDTree:
 
     Attributes
     ----------
-    points_ : ndarray of shape (n, d)
-        The points in tree order (a permuted copy).
+    points_ : ndarray of shape (n, d), float64 or float32
+        The points in tree order (a permuted copy, in the dtype given to :meth:`build`).
     conformal_ : ndarray of shape (n,)
         Their stored conformal factors ``1-|x|^2``.
     indices_ : ndarray of shape (n,), int64
@@ -583,14 +706,19 @@ class HyperbolicKDTree:
         self.leaf_size = leaf_size
 
     def build(self, points, conformal):
-        """Build the tree on validated float64 ``points`` (n, d) with their stored ``conformal``.
+        """Build the tree on validated float64 or float32 ``points`` (n, d) with their stored ``conformal``.
+
+        The tree keeps a permuted copy of ``points`` in their dtype (float32
+        points stay float32; all arithmetic on them is float64, see the
+        module docstring), so the caller may drop its own copy and get the
+        points back with :meth:`points_in_input_order`.
 
         Returns
         -------
         self
         """
         leaf_size = check_positive_int(self.leaf_size, "leaf_size")
-        points, conformal = check_stored_points(points, conformal)
+        points, conformal = check_stored_points(points, conformal, allow_float32=True)
         out = _build_tree(points, conformal, leaf_size)
         self._set_state(dict(zip(_STATE, out[:-1])))
         return self
@@ -615,7 +743,7 @@ class HyperbolicKDTree:
         return out
 
     @classmethod
-    def from_arrays(cls, arrays, *, points=None, conformal=None):
+    def from_arrays(cls, arrays, *, points=None, conformal=None, full=True):
         """Rebuild a fitted tree from :meth:`to_arrays` output (or an ``np.load`` of it).
 
         The arrays are untrusted (e.g. read from a file): they go through
@@ -629,14 +757,16 @@ class HyperbolicKDTree:
             The points (n, d) and conformal factors (n,) the tree must index, in
             input order; when given, the tree's copies must equal them permuted
             by ``indices``.
+        full : bool, default True
+            ``False``: structural checks only (see :meth:`validate_state`).
         """
-        arrays = cls.validate_state(arrays, points=points, conformal=conformal)
+        arrays = cls.validate_state(arrays, points=points, conformal=conformal, full=full)
         tree = cls(leaf_size=int(arrays["leaf_size"]))
         tree._set_state(arrays)
         return tree
 
     @staticmethod
-    def validate_state(arrays, *, points=None, conformal=None) -> dict:
+    def validate_state(arrays, *, points=None, conformal=None, full=True) -> dict:
         """Check a stored tree completely; returns its arrays (C-contiguous, exact dtypes).
 
         Checked, in this order (every failure is a ``ValueError`` naming the field):
@@ -661,6 +791,16 @@ class HyperbolicKDTree:
           parent's. By induction every node's box holds all its points and its
           ``max_conformal`` bounds their conformal factors, which is what makes
           the pruning of :meth:`search_exact` exact.
+
+        ``points`` may be float32 or float64 (float32 storage); ``lo``/``hi``
+        must then have the same dtype. With ``full=False`` (a memory-mapped
+        file loaded with ``verify="structure"``) only what the kernels need to
+        stay inside their arrays is checked: names, dtypes, shapes,
+        ``leaf_size``, the tree's shape and ranges, and ``max_conformal`` in
+        ``(0, 1]`` -- all ``O(n_nodes)``. Nothing that reads every point
+        (values, the permutation, the boxes) is checked then: a damaged file
+        cannot make a kernel read or write out of bounds, but may give wrong
+        answers; the file's checksum (``verify="full"``) catches that.
         """
         owner = "HyperbolicKDTree"
         check_state_fields(arrays, (*_STATE, "leaf_size"), owner)
@@ -674,32 +814,20 @@ class HyperbolicKDTree:
         leaf_size = get("leaf_size", np.int64, ())
         if leaf_size < 1:
             raise bad("leaf_size", f"must be >= 1, got {int(leaf_size)}")
-        pts = get("points", np.float64, (None, None))
+        raw_points = arrays["points"]
+        point_dtype = np.float32 if getattr(raw_points, "dtype", None) == np.float32 else np.float64
+        pts = get("points", point_dtype, (None, None))
         n, d = pts.shape
         if n < 1 or d < 1:
             raise bad("points", f"must hold at least one point of at least one dimension, got shape {pts.shape}")
         if points is not None and np.shape(points) != (n, d):
             raise bad("points", f"must have the shape of the index's points {np.shape(points)}, got {pts.shape}")
-        if not np.isfinite(pts).all():
+        if full and not np.isfinite(pts).all():
             raise bad("points", f"contains NaN or inf (first at {first_bad(~np.isfinite(pts))})")
         conf = get("conformal", np.float64, (n,))
-        if not np.all((conf > 0.0) & (conf <= 1.0)):
-            t = first_bad(~((conf > 0.0) & (conf <= 1.0)))
-            raise bad("conformal", f"conformal factors 1-|x|^2 must be in (0, 1], got {conf[t]!r} at position {t}")
         perm = get("indices", np.int64, (n,))
-        if not np.all((perm >= 0) & (perm < n)):
-            t = first_bad((perm < 0) | (perm >= n))
-            raise bad("indices", f"ids must be in [0, {n}), got {int(perm[t])} at position {t}")
-        seen = np.bincount(perm, minlength=n)
-        if not np.all(seen == 1):
-            raise bad("indices", f"must be a permutation of 0..{n - 1}, but id {first_bad(seen != 1)} appears "
-                                 f"{int(seen[first_bad(seen != 1)])} times")
-        if points is not None:
-            if not np.array_equal(pts, np.asarray(points)[perm]):
-                raise bad("points", "the tree's copy of the points is not the index's points permuted by 'indices'")
-        if conformal is not None and not np.array_equal(conf, np.asarray(conformal)[perm]):
-            raise bad("conformal", "the tree's conformal factors are not those of the index's points "
-                                   "permuted by 'indices'")
+        if full:
+            _check_point_values(pts, conf, perm, points, conformal, bad)
 
         node_fields = ("left", "right", "start", "end", "lo", "hi", "max_conformal")
         n_nodes = common_length(arrays, node_fields)
@@ -709,90 +837,26 @@ class HyperbolicKDTree:
         right = get("right", np.int64, (n_nodes,))
         start = get("start", np.int64, (n_nodes,))
         end = get("end", np.int64, (n_nodes,))
-        lo = get("lo", np.float64, (n_nodes, d))
-        hi = get("hi", np.float64, (n_nodes, d))
+        lo = get("lo", point_dtype, (n_nodes, d))
+        hi = get("hi", point_dtype, (n_nodes, d))
         max_conf = get("max_conformal", np.float64, (n_nodes,))
-
-        # -- the nodes form one tree rooted at 0
-        for field, child in (("left", left), ("right", right)):
-            out = (child < -1) | (child >= n_nodes)
-            if out.any():
-                i = first_bad(out)
-                raise bad(field, f"child ids must be in [-1, {n_nodes}), got {int(child[i])} at node {i}")
-        is_leaf = left < 0
-        if np.any(is_leaf != (right < 0)):
-            i = first_bad(is_leaf != (right < 0))
-            raise bad("right", f"node {i} has left={int(left[i])} and right={int(right[i])}: "
-                               "a node has two children (both ids valid) or none (both -1)")
-        parents = np.flatnonzero(~is_leaf)
-        for field, child in (("left", left), ("right", right)):
-            back = child[parents] <= parents
-            if back.any():
-                p = int(parents[first_bad(back)])
-                raise bad(field, f"child {int(child[p])} of node {p} must have a larger id than its parent "
-                                 "(the tree must be acyclic)")
-        n_parents = np.bincount(np.concatenate([left[parents], right[parents]]), minlength=n_nodes)
-        if np.any(n_parents[1:] != 1):
-            j = first_bad(n_parents[1:] != 1) + 1
-            raise bad("left", f"node {j} is a child of {int(n_parents[j])} nodes; every node but the root "
-                              "(0) must be the child of exactly one node")
-        lc, rc = left[parents], right[parents]
-
-        # -- ranges: the leaves partition [0, n)
-        if start[0] != 0 or end[0] != n:
-            raise bad("start" if start[0] != 0 else "end",
-                      f"the root must cover [0, {n}), got [{int(start[0])}, {int(end[0])})")
-        if np.any(start >= end):
-            i = first_bad(start >= end)
-            raise bad("end", f"node {i} has an empty range [{int(start[i])}, {int(end[i])})")
-        for field, ok, what in (
-            ("start", start[lc] == start[parents], "its left child must start where the node starts"),
-            ("end", end[lc] == start[rc], "its left child must end where its right child starts"),
-            ("end", end[rc] == end[parents], "its right child must end where the node ends"),
-        ):
-            if not ok.all():
-                p = int(parents[first_bad(~ok)])
-                raise bad(field, f"node {p} covers [{int(start[p])}, {int(end[p])}) but {what} "
-                                 f"(children [{int(start[left[p]])}, {int(end[left[p]])}) and "
-                                 f"[{int(start[right[p]])}, {int(end[right[p]])}))")
-
-        # -- bounds hold every point below them
-        for field, a in (("lo", lo), ("hi", hi), ("max_conformal", max_conf)):
-            if not np.isfinite(a).all():
-                raise bad(field, f"contains NaN or inf (first at {first_bad(~np.isfinite(a))})")
-        if np.any(lo > hi):
-            i, j = first_bad(lo > hi)
-            raise bad("hi", f"node {i} has lo > hi in coordinate {j} ({lo[i, j]!r} > {hi[i, j]!r})")
-        for child in (lc, rc):
-            for field, ok in (
-                ("lo", lo[child] >= lo[parents]),
-                ("hi", hi[child] <= hi[parents]),
-                ("max_conformal", max_conf[child] <= max_conf[parents]),
-            ):
-                if not ok.all():
-                    r = first_bad(~ok)
-                    r = r[0] if isinstance(r, tuple) else r
-                    raise bad(field, f"the bound of node {int(child[r])} is not inside that of its parent "
-                                     f"{int(parents[r])}")
-        leaves = np.flatnonzero(is_leaf)
-        leaves = leaves[np.argsort(start[leaves], kind="stable")]
-        leaf_of = np.repeat(leaves, end[leaves] - start[leaves])  # length n: the leaves partition [0, n)
-        block = 1 << 16
-        for s in range(0, n, block):
-            own = leaf_of[s : s + block]
-            x = pts[s : s + block]
-            for field, inside in (("lo", x >= lo[own]), ("hi", x <= hi[own])):
-                if not inside.all():
-                    t = s + first_bad(~inside.all(axis=1))
-                    raise bad(field, f"the point at position {t} lies outside the box of its leaf {int(leaf_of[t])}")
-            below = conf[s : s + block] <= max_conf[own]
-            if not below.all():
-                t = s + first_bad(~below)
-                raise bad("max_conformal", f"the conformal factor of the point at position {t} exceeds the "
-                                           f"max_conformal of its leaf {int(leaf_of[t])}")
+        _check_tree_shape(n, left, right, start, end, bad)
+        if full:
+            _check_tree_bounds(pts, conf, lo, hi, max_conf, left, right, start, end, bad)
+        elif not np.all((max_conf > 0.0) & (max_conf <= 1.0)):
+            i = first_bad(~((max_conf > 0.0) & (max_conf <= 1.0)))
+            raise bad("max_conformal", f"must be in (0, 1], got {max_conf[i]!r} at node {i}")
         out = {"points": pts, "conformal": conf, "indices": perm, "lo": lo, "hi": hi, "left": left,
                "right": right, "start": start, "end": end, "max_conformal": max_conf, "leaf_size": leaf_size}
         return out
+
+
+    def points_in_input_order(self):
+        """``(points, conformal)`` in input row order: new arrays, gathered through ``indices_``."""
+        self._check_fitted()
+        pos = np.empty(self.n_points_, dtype=np.int64)
+        pos[self.indices_] = np.arange(self.n_points_)
+        return self.points_[pos], self.conformal_[pos]
 
     @property
     def nbytes(self) -> int:

@@ -1,0 +1,191 @@
+"""``storage="float32"``: exact k-NN and range search for the *stored* points, one copy of the points.
+
+The stored representation of a point is its float32 coordinates (converted
+exactly to float64) with the float64 conformal factor ``1-|x|^2`` taken from
+the caller's float64 coordinates. The reference is float64 brute force in
+numpy over exactly that representation: the k returned must be the k
+smallest ``delta`` (ties allowed) and every distance must match.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import hypann
+from hypann.geometry._kernels import conformal_factor
+from tests.conftest import ball_points, deep_clusters
+
+pytestmark = pytest.mark.kernels  # also run under NUMBA_BOUNDSCHECK=1 (make test-boundscheck)
+
+RTOL = 1e-12
+
+
+def _stored(X):
+    """The float32 index's representation of ``X``: float32 coordinates, float64 conformal factors."""
+    return X.astype(np.float32).astype(np.float64), conformal_factor(X)
+
+
+def _reference_dist(Q, X):
+    """Distances from every query to every stored point of a float32 index, float64 numpy (m, n)."""
+    pts, cx = _stored(X)
+    diff = Q[:, None, :] - pts[None, :, :]
+    delta = np.einsum("mnd,mnd->mn", diff, diff) / (conformal_factor(Q)[:, None] * cx[None, :])
+    return 2.0 * np.arcsinh(np.sqrt(delta))
+
+
+def _assert_exact_knn(res, ref, k):
+    """Sorted distances equal the k smallest of ``ref``; each returned id is at its returned distance."""
+    want = np.sort(ref, axis=1)[:, :k]
+    np.testing.assert_allclose(res.distances, want, rtol=RTOL, atol=1e-300)
+    np.testing.assert_allclose(np.take_along_axis(ref, res.indices, axis=1), res.distances, rtol=RTOL, atol=1e-300)
+    assert all(len(set(row)) == k for row in res.indices.tolist())
+
+
+def _data(seed, n, d, min_exp, deep_fraction):
+    """Points with ``1-|x|^2`` down to ``10^-min_exp`` plus a share in clusters at hyperbolic norm 10-30."""
+    rng = np.random.default_rng(seed)
+    n_deep = int(n * deep_fraction)
+    parts = [ball_points(rng, n - n_deep, d, min_conformal=10.0**-min_exp)]
+    if n_deep:
+        parts.append(deep_clusters(rng, n_deep, d, h_min=10.0, h_max=30.0, n_clusters=3))
+    X = np.vstack(parts)
+    Q = np.vstack([X[rng.choice(n, 4, replace=False)], ball_points(rng, 4, d, min_conformal=10.0**-min_exp),
+                   deep_clusters(rng, 3, d, h_min=10.0, h_max=30.0, n_clusters=1), np.zeros((1, d))])
+    return X, Q
+
+
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    n=st.integers(20, 400),
+    d=st.sampled_from([2, 3, 7, 16]),
+    min_exp=st.sampled_from([2, 6, 12]),
+    deep_fraction=st.sampled_from([0.0, 0.3, 1.0]),
+    k=st.integers(1, 12),
+    leaf_size=st.sampled_from([1, 4, 16]),
+)
+def test_float32_hkdtree_is_exact_for_the_stored_points(seed, n, d, min_exp, deep_fraction, k, leaf_size):
+    X, Q = _data(seed, n, d, min_exp, deep_fraction)
+    index = hypann.HyperbolicIndex(storage="float32", leaf_size=leaf_size).build(X)
+    _assert_exact_knn(index.search(Q, k), _reference_dist(Q, X), k)
+
+
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(20, 300), d=st.sampled_from([2, 5, 12]),
+       min_exp=st.sampled_from([3, 12]), deep_fraction=st.sampled_from([0.0, 0.5]), k=st.integers(1, 8))
+def test_float32_brute_is_exact_for_the_stored_points(seed, n, d, min_exp, deep_fraction, k):
+    X, Q = _data(seed, n, d, min_exp, deep_fraction)
+    index = hypann.HyperbolicIndex(algorithm="brute", storage="float32").build(X)
+    _assert_exact_knn(index.search(Q, k), _reference_dist(Q, X), k)
+
+
+@pytest.mark.parametrize("algorithm", ["hkdtree", "brute"])
+def test_float32_range_search_is_exact_for_the_stored_points(algorithm):
+    X, Q = _data(5, 500, 4, 12, 0.3)
+    ref = _reference_dist(Q, X)
+    index = hypann.HyperbolicIndex(algorithm=algorithm, storage="float32", **(
+        {"leaf_size": 4} if algorithm == "hkdtree" else {})).build(X)
+    for r in (0.5, 3.0, 12.0):
+        hits = index.search_radius(Q, r)
+        for i in range(len(Q)):
+            ids, dists = hits[i]
+            want = np.flatnonzero(ref[i] <= r)
+            # points within r*(1 +- 1e-12) of the query may fall either way
+            assert set(want[ref[i, want] < r * (1 - 1e-12)]) <= set(ids.tolist()) <= set(want.tolist()) | set(
+                np.flatnonzero(ref[i] <= r * (1 + 1e-12)).tolist())
+            np.testing.assert_allclose(dists, ref[i, ids], rtol=RTOL)
+
+
+def test_float32_storage_keeps_one_float32_copy():
+    X, _ = _data(1, 3000, 6, 8, 0.2)
+    index = hypann.HyperbolicIndex(storage="float32").build(X)
+    tree = index.algorithm_.tree_
+    assert index._points is None and index._conformal is None  # the tree's permuted copy is the only one
+    assert tree.points_.dtype == np.float32 and tree.lo_.dtype == np.float32 and tree.hi_.dtype == np.float32
+    assert tree.conformal_.dtype == np.float64 and tree.max_conformal_.dtype == np.float64
+    np.testing.assert_array_equal(index.points_, X.astype(np.float32))
+    np.testing.assert_array_equal(index.conformal_, conformal_factor(X))  # from the caller's float64 coordinates
+    f64 = hypann.HyperbolicIndex().build(X)
+    assert f64._points is None and f64.algorithm_.tree_.points_.dtype == np.float64
+    saved = f64.nbytes - index.nbytes
+    n_nodes = tree.n_nodes_
+    assert saved == X.size * 4 + 2 * n_nodes * X.shape[1] * 4  # points and boxes at half the size, nothing else
+    # every stored point finds itself at distance 0 -- or a point that float32 made identical to it
+    # (the clusters at hyperbolic norm 10-30 collapse: their points differ by less than float32 resolves)
+    res = index.search(None, 1)
+    np.testing.assert_array_equal(res.distances[:, 0], 0.0)
+    stored = X.astype(np.float32)
+    np.testing.assert_array_equal(stored[res.indices[:, 0]], stored)
+    assert np.mean(res.indices[:, 0] == np.arange(len(X))) > 0.75
+
+
+def test_float32_matches_float64_when_the_data_are_float32():
+    """float32 input loses nothing: both storages give the same answers."""
+    X, Q = _data(2, 800, 5, 6, 0.0)
+    X = X.astype(np.float32)
+    a = hypann.HyperbolicIndex(storage="float32").build(X).search(Q, 6)
+    b = hypann.HyperbolicIndex(storage="float64").build(X).search(Q, 6)
+    np.testing.assert_array_equal(a.indices, b.indices)
+    np.testing.assert_array_equal(a.distances, b.distances)
+
+
+@pytest.mark.parametrize(("model", "c"), [("poincare", 2.0), ("lorentz", 1.0)])
+def test_float32_other_models_and_curvatures(model, c):
+    from hypann.geometry.models import poincare_to_lorentz
+
+    X, Q = _data(3, 400, 4, 8, 0.0)
+    if model == "lorentz":
+        Xin, Qin = poincare_to_lorentz(X), poincare_to_lorentz(Q)
+    else:
+        Xin, Qin = X / np.sqrt(c), Q / np.sqrt(c)
+    f32 = hypann.HyperbolicIndex(model=model, c=c, storage="float32", leaf_size=4).build(Xin)
+    f64 = hypann.HyperbolicIndex(model=model, c=c, algorithm="brute").build(Xin)
+    # the stored conformal factors are float64 ones from the caller's coordinates
+    np.testing.assert_array_equal(f32.conformal_, f64.conformal_)
+    np.testing.assert_array_equal(f32.points_, f64.points_.astype(np.float32))
+    res = f32.search(Qin, 5)
+    ref = hypann.HyperbolicIndex(model=model, c=c, algorithm="brute", storage="float32").build(Xin).search(Qin, 5)
+    np.testing.assert_allclose(res.distances, ref.distances, rtol=RTOL)
+
+
+def test_float32_add_remove_compact_save():
+    X, Q = _data(4, 600, 3, 10, 0.2)
+    index = hypann.HyperbolicIndex(storage="float32", leaf_size=4).build(X[:500])
+    index.add(X[500:])
+    index.remove([3, 7, 550])
+    keep = np.setdiff1d(np.arange(600), [3, 7, 550])
+    ref = _reference_dist(Q, X)[:, keep]
+    res = index.search(Q, 5)
+    np.testing.assert_allclose(res.distances, np.sort(ref, axis=1)[:, :5], rtol=RTOL)
+    index.compact()
+    res2 = index.search(Q, 5)
+    np.testing.assert_allclose(res2.distances, res.distances, rtol=RTOL)
+    np.testing.assert_array_equal(res2.indices, res.indices)
+
+
+def test_build_from_memmap_in_blocks(tmp_path, monkeypatch):
+    """float32 storage converts a memmap block by block (no float64 copy); same index as from an array."""
+    import hypann.index as hindex
+
+    monkeypatch.setattr(hindex, "_STORAGE_BLOCK", 64)
+    X, Q = _data(6, 1000, 4, 12, 0.2)
+    np.save(tmp_path / "X.npy", X)
+    mm = np.load(tmp_path / "X.npy", mmap_mode="r")
+    a = hypann.HyperbolicIndex(storage="float32").build(mm)
+    b = hypann.HyperbolicIndex(storage="float32").build(X)
+    np.testing.assert_array_equal(a.points_, b.points_)
+    np.testing.assert_array_equal(a.conformal_, b.conformal_)
+    np.testing.assert_array_equal(a.search(Q, 4).indices, b.search(Q, 4).indices)
+    bad = X.copy()
+    bad[777] = 2.0 * bad[777] / np.linalg.norm(bad[777])
+    np.save(tmp_path / "bad.npy", bad)
+    with pytest.raises(ValueError, match=r"X row 777 is not strictly inside"):
+        hypann.HyperbolicIndex(storage="float32").build(np.load(tmp_path / "bad.npy", mmap_mode="r"))
+
+
+@pytest.mark.parametrize("algorithm", ["graph", "vamana", "recentering", "shells"])
+def test_float32_unsupported_algorithms_say_what_is_supported(algorithm):
+    with pytest.raises(ValueError, match=r"storage='float32' is supported by algorithm 'hkdtree' and 'brute' .*"
+                                         rf"got algorithm='{algorithm}'; use storage='float64'"):
+        hypann.HyperbolicIndex(algorithm=algorithm, storage="float32").build(np.zeros((5, 2)))
