@@ -86,8 +86,9 @@ def test_auto_save_load_keeps_the_choice(tmp_path, scan_fraction, choice):
 def test_auto_restore_refuses_a_bad_state():
     rng = np.random.default_rng(4)
     X = ball_points(rng, 200, 3)
-    conf = 1 - np.sum(X * X, axis=1)
-    good = hypann.HyperbolicIndex(algorithm="auto", random_state=0, scan_fraction=1.0).build(X).algorithm_.get_state()
+    index = hypann.HyperbolicIndex(algorithm="auto", random_state=0, scan_fraction=1.0).build(X)
+    conf = index.conformal_  # the stored (compensated) factors the tree's copy must match
+    good = index.algorithm_.get_state()
     cases = [
         ({**good, "choice": np.int64(5)}, r"auto state 'choice' must be an integer code in \[0, 2\), got"),
         ({**good, "measurement": np.array([0.5, np.nan, 64.0])}, r"auto state 'measurement' must be two fractions"),

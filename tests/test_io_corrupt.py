@@ -26,6 +26,7 @@ from hypann.search.hyperbolic_kdtree import HyperbolicKDTree
 N, D = 60, 3
 SETTINGS = {
     "hkdtree": {"leaf_size": 4},
+    "auto": {"leaf_size": 4, "scan_fraction": 1.0},  # the default algorithm, here keeping the kd-tree
     "vamana": {"R": 6, "L": 8},
     "recentering": {},
     "shells": {"oracle": "lsh:tables=3,bits=6", "width": 3.0},
@@ -336,12 +337,28 @@ COMMON_CASES = [
     ("header-random-state-negative", _header("random_state", -3), r"header field 'random_state' must be null or an integer"),
 ]
 
+def _under_auto(damage):
+    """``damage`` of a kd-tree file applied to the tree that ``algorithm="auto"`` keeps (``state/hkdtree.*``)."""
+    own = ("state/choice", "state/measurement")
+
+    def wrapped(arrays, header):
+        inner = {("state/" + k[len("state/hkdtree."):] if k.startswith("state/hkdtree.") else k): v
+                 for k, v in arrays.items()}
+        damage(inner, header)
+        arrays.clear()
+        arrays.update({("state/hkdtree." + k[len("state/"):] if k.startswith("state/") and k not in own else k): v
+                       for k, v in inner.items()})
+
+    return wrapped
+
+
 CASES = (
     [("hkdtree", *c) for c in TREE_CASES]
+    + [("auto", name, _under_auto(damage), match) for name, damage, match in TREE_CASES]
     + [("vamana", *c) for c in VAMANA_CASES]
     + [("shells", *c) for c in SHELLS_CASES]
     + [("labelled", *c) for c in LABEL_CASES]
-    + [(algo, *c) for algo in ("hkdtree", "vamana", "recentering", "shells") for c in COMMON_CASES]
+    + [(algo, *c) for algo in ("hkdtree", "auto", "vamana", "recentering", "shells") for c in COMMON_CASES]
 )
 
 

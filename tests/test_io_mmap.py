@@ -49,7 +49,7 @@ def saved3(tmp_path_factory):
             index = hypann.HyperbolicIndex(algorithm="hkdtree", leaf_size=4, random_state=3).build(_points()[:50])
             index.add(_points()[50:], ids=np.arange(1000, 1000 + N - 50))
         elif algo == "f32":
-            index = hypann.HyperbolicIndex(leaf_size=4, storage="float32").build(_points())
+            index = hypann.HyperbolicIndex(algorithm="hkdtree", leaf_size=4, storage="float32").build(_points())
         else:
             index = hypann.HyperbolicIndex(algorithm=algo, random_state=3, **params).build(_points())
         path = folder / f"{algo}.hypann"
@@ -105,7 +105,7 @@ def test_mmap_load_maps_instead_of_reading(tmp_path):
     X = np.random.default_rng(1).uniform(-0.5, 0.5, (5000, 8)) / np.sqrt(8)
     Q = X[:50] * 0.97
     for storage in ("float64", "float32"):
-        index = hypann.HyperbolicIndex(storage=storage).build(X)
+        index = hypann.HyperbolicIndex(algorithm="hkdtree", storage=storage).build(X)
         index.save(tmp_path / "m.hypann")
         back = hypann.load(tmp_path / "m.hypann", mmap=True)
         tree = back.algorithm_.tree_

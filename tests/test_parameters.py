@@ -117,7 +117,7 @@ CASES = [
     ("index", "bogus", 1, r"bad settings for algorithm 'recentering': .*'bogus'"),
     ("index", "storage", "float16", r"storage must be one of \('float64', 'float32'\), got storage='float16'$"),
     ("index", "storage", 32, r"storage must be one of \('float64', 'float32'\), got storage=32 \(int\)"),
-    ("index", "storage", "float32", r"storage='float32' is supported by algorithm 'hkdtree' and 'brute' \(exact for "
+    ("index", "storage", "float32", r"storage='float32' is supported by the algorithms 'auto', 'hkdtree', 'brute' \(exact for "
                                     r"the stored points\), got algorithm='recentering'"),
     # ---- search
     ("search", "k", 2.0, r"k must be an integer, got float \(2.0\)"),

@@ -80,6 +80,30 @@ def test_float32_brute_is_exact_for_the_stored_points(seed, n, d, min_exp, deep_
     _assert_exact_knn(index.search(Q, k), _reference_dist(Q, X), k)
 
 
+@pytest.mark.parametrize(("scan_fraction", "choice"), [(1.0, "hkdtree"), (1e-9, "brute")])
+@pytest.mark.parametrize("storage", ["float64", "float32"])
+def test_auto_keeps_one_copy_and_round_trips(tmp_path, scan_fraction, choice, storage):
+    """``algorithm="auto"`` (the default): the kd-tree it keeps holds the only copy of the points;
+    either choice saves, loads (mmap or not) and answers as the method it chose."""
+    X, Q = _data(3, 2000, 5, 10, 0.3)
+    index = hypann.HyperbolicIndex(storage=storage, scan_fraction=scan_fraction, random_state=0).build(X)
+    assert index.algorithm_.choice_ == choice
+    assert (index._points is None) == (choice == "hkdtree")
+    same = hypann.HyperbolicIndex(algorithm=choice, storage=storage).build(X)
+    want = same.search(Q, 7)
+    got = index.search(Q, 7)
+    np.testing.assert_array_equal(got.indices, want.indices)
+    np.testing.assert_array_equal(got.distances, want.distances)
+    np.testing.assert_array_equal(index.points_, same.points_)
+    index.save(tmp_path / "auto.hypann")
+    for mmap in (False, True):
+        loaded = hypann.load(tmp_path / "auto.hypann", mmap=mmap)
+        assert loaded.algorithm_.choice_ == choice and f"chose {choice!r}" in loaded.describe()
+        again = loaded.search(Q, 7)
+        np.testing.assert_array_equal(again.indices, want.indices)
+        np.testing.assert_array_equal(again.distances, want.distances)
+
+
 @pytest.mark.parametrize("algorithm", ["hkdtree", "brute"])
 def test_float32_range_search_is_exact_for_the_stored_points(algorithm):
     X, Q = _data(5, 500, 4, 12, 0.3)
@@ -99,14 +123,14 @@ def test_float32_range_search_is_exact_for_the_stored_points(algorithm):
 
 def test_float32_storage_keeps_one_float32_copy():
     X, _ = _data(1, 3000, 6, 8, 0.2)
-    index = hypann.HyperbolicIndex(storage="float32").build(X)
+    index = hypann.HyperbolicIndex(algorithm="hkdtree", storage="float32").build(X)
     tree = index.algorithm_.tree_
     assert index._points is None and index._conformal is None  # the tree's permuted copy is the only one
     assert tree.points_.dtype == np.float32 and tree.lo_.dtype == np.float32 and tree.hi_.dtype == np.float32
     assert tree.conformal_.dtype == np.float64 and tree.max_conformal_.dtype == np.float64
     np.testing.assert_array_equal(index.points_, X.astype(np.float32))
     np.testing.assert_array_equal(index.conformal_, conformal_factor(X))  # from the caller's float64 coordinates
-    f64 = hypann.HyperbolicIndex().build(X)
+    f64 = hypann.HyperbolicIndex(algorithm="hkdtree").build(X)
     assert f64._points is None and f64.algorithm_.tree_.points_.dtype == np.float64
     saved = f64.nbytes - index.nbytes
     n_nodes = tree.n_nodes_
@@ -186,6 +210,6 @@ def test_build_from_memmap_in_blocks(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("algorithm", ["graph", "vamana", "recentering", "shells"])
 def test_float32_unsupported_algorithms_say_what_is_supported(algorithm):
-    with pytest.raises(ValueError, match=r"storage='float32' is supported by algorithm 'hkdtree' and 'brute' .*"
+    with pytest.raises(ValueError, match=r"storage='float32' is supported by the algorithms 'auto', 'hkdtree', 'brute' .*"
                                          rf"got algorithm='{algorithm}'; use storage='float64'"):
         hypann.HyperbolicIndex(algorithm=algorithm, storage="float32").build(np.zeros((5, 2)))

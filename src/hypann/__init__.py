@@ -59,5 +59,5 @@ def __dir__():
     return sorted(set(globals()) | set(_EXPORTS) | set(_SUBPACKAGES))
 
 
-__all__ = ["HyperbolicIndex", "DEFAULT_ALGORITHM", "SearchResult", "SearchStats", "RangeSearchResult", "load",
+__all__ = ["HyperbolicIndex", "DEFAULT_ALGORITHM", "verify_file", "SearchResult", "SearchStats", "RangeSearchResult", "load",
            "read_metadata", "__version__"]

@@ -34,7 +34,7 @@ _ROW_SEEDED = frozenset({"vamana", "random_shells"})
 STORAGE_DTYPES = ("float64", "float32")
 #: Algorithms that accept ``storage="float32"`` (exact against the stored points; see
 #: :class:`HyperbolicIndex`); the others need float64 coordinates.
-FLOAT32_ALGORITHMS = ("hkdtree", "brute")
+FLOAT32_ALGORITHMS = ("auto", "hkdtree", "brute")
 #: Rows per block when float32 storage converts the input (see :meth:`HyperbolicIndex.build`).
 _STORAGE_BLOCK = 1 << 16
 #: The Euclidean oracle of oracle-based algorithms when none is given.
@@ -201,7 +201,7 @@ class HyperbolicIndex:
             raise ValueError(f"storage must be one of {STORAGE_DTYPES}, got storage={self.storage!r}")
         if self.storage == "float32" and self.algorithm not in FLOAT32_ALGORITHMS:
             raise ValueError(
-                f"storage='float32' is supported by algorithm {' and '.join(map(repr, FLOAT32_ALGORITHMS))} "
+                f"storage='float32' is supported by the algorithms {', '.join(map(repr, FLOAT32_ALGORITHMS))} "
                 f"(exact for the stored points), got algorithm={self.algorithm!r}; use storage='float64' with it"
             )
 
@@ -253,7 +253,7 @@ class HyperbolicIndex:
         verb = "load" if state else "build"
         with numba_threads(self.n_jobs), progress.task(f"{verb} {self.algorithm}", enabled=self.verbose,
                                                       delay=BUILD_PROGRESS_DELAY):
-            progress.advance(stage=f"{points.shape[0]:,} points")
+            progress.advance(stage="reading the stored structure" if points is None else f"{points.shape[0]:,} points")
             if state:
                 # structural checks only (a memory-mapped file, verify="structure"): for the
                 # algorithms that offer them; the others check their state in full

@@ -522,7 +522,11 @@ def _read_checked_v3(path, mmap_mode, verify):
     if unknown:
         raise _corrupt(path, f"unexpected arrays {sorted(unknown)[:8]}")
     owned = "points" not in names and "conformal" not in names
-    pts_field, conf_field = ("state/points", "state/conformal") if owned else ("points", "conformal")
+    pts_field, conf_field = "points", "conformal"
+    if owned:  # the structure holds them: state/points, or state/<part>.points for a composite (algorithm="auto")
+        held = [k[: -len("points")] for k in names if re.fullmatch(r"state/(\w+\.)?points", k)]
+        pts_field, conf_field = (held[0] + "points", held[0] + "conformal") if len(held) == 1 else (
+            "state/points", "state/conformal")
     for field in (pts_field, conf_field):
         if field not in names:
             raise _corrupt(path, f"no {field!r} array" + (" (nor a top-level 'points')" if owned else ""))

@@ -120,11 +120,27 @@ class AutoSearch(SearchAlgorithm):
         self.examined_fraction_ = total / (n * measured)
         self.measured_ = measured
         self.choice_ = "brute" if total > limit else "hkdtree"
-        if self.choice_ == "hkdtree":
+        if self.choice_ == "hkdtree":  # the tree holds the only copy of the points (see owns_points)
             self.chosen_ = HyperbolicKDTreeSearch(leaf_size=self.leaf_size)
-            self.chosen_.points_, self.chosen_.conformal_, self.chosen_.tree_ = points, conformal, tree
+            self.chosen_.points_ = self.chosen_.conformal_ = None
+            self.chosen_.tree_ = tree
+            self.points_ = self.conformal_ = None
         else:
             self.chosen_ = BruteForceSearch().build(points, conformal, random_state=self.random_state_)
+
+    # -- the points: held by the kd-tree when it was chosen ---------------------
+    @property
+    def owns_points(self):
+        """Whether the chosen method holds the only copy of the points (the kd-tree does)."""
+        return getattr(self, "chosen_", None) is not None and self.chosen_.owns_points
+
+    def points_shape(self):
+        """``(n, d)`` of the indexed points."""
+        return self.chosen_.points_shape() if self.owns_points else self.points_.shape
+
+    def points_in_input_order(self):
+        """``(points, conformal)`` in input row order (see :class:`HyperbolicKDTreeSearch`)."""
+        return self.chosen_.points_in_input_order()
 
     # -- delegation ---------------------------------------------------------
     @property
@@ -143,7 +159,7 @@ class AutoSearch(SearchAlgorithm):
         """What was chosen and why, in one sentence."""
         verdict = ">" if self.choice_ == "brute" else "<="
         return (f"chose {self.choice_!r}: the kd-tree examined {self.examined_fraction_:.2%} of the points "
-                f"for {min(MEASURE_K, self.points_.shape[0])} neighbours of {self.measured_} sampled points "
+                f"for {min(MEASURE_K, self.points_shape()[0])} neighbours of {self.measured_} sampled points "
                 f"({verdict} scan threshold {self.threshold_:.2%})")
 
     # -- state ----------------------------------------------------------------
@@ -153,7 +169,8 @@ class AutoSearch(SearchAlgorithm):
         state.update({f"{self.choice_}.{name}": arr for name, arr in self.chosen_.get_state().items()})
         return state
 
-    def restore(self, points, conformal, state, *, oracle=None, random_state=None):
+    def restore(self, points, conformal, state, *, oracle=None, random_state=None, full_check=True):
+        """Take a stored choice and its structure; ``points=None``: the stored kd-tree holds them."""
         self._check_settings()
         self.random_state_ = V.check_seed(random_state, "random_state")
         self.points_, self.conformal_ = points, conformal
@@ -164,24 +181,32 @@ class AutoSearch(SearchAlgorithm):
         if code.shape != () or code.dtype.kind not in "iu" or not 0 <= int(code) < len(CHOICES):
             raise ValueError(f"auto state 'choice' must be an integer code in [0, {len(CHOICES)}), got {code!r}")
         measurement = np.asarray(state.pop("measurement"), dtype=np.float64)
-        if (measurement.shape != (3,) or not np.all(np.isfinite(measurement))
-                or not np.all((measurement[:2] >= 0) & (measurement[:2] <= 1))
-                or measurement[2] != int(measurement[2]) or not 1 <= measurement[2] <= points.shape[0]):
-            raise ValueError(f"auto state 'measurement' must be two fractions in [0, 1] and the number of "
-                             f"sampled points (1 to n), got {measurement!r}")
-        self.choice_ = CHOICES[int(code)]
-        self.examined_fraction_, self.threshold_ = (float(v) for v in measurement[:2])
-        self.measured_ = int(measurement[2])
-        prefix = self.choice_ + "."
+        choice = CHOICES[int(code)]
+        prefix = choice + "."
         inner = {name[len(prefix):]: arr for name, arr in state.items() if name.startswith(prefix)}
         stray = sorted(name for name in state if not name.startswith(prefix))
         if stray:
-            raise ValueError(f"auto state for choice {self.choice_!r} holds unexpected arrays {stray}")
-        if self.choice_ == "hkdtree":
-            self.chosen_ = HyperbolicKDTreeSearch(leaf_size=self.leaf_size)
+            raise ValueError(f"auto state for choice {choice!r} holds unexpected arrays {stray}")
+        if choice == "hkdtree":
+            chosen = HyperbolicKDTreeSearch(leaf_size=self.leaf_size)
+            chosen.restore(points, conformal, inner, random_state=random_state, full_check=full_check)
+            n = chosen.points_shape()[0]
         else:
-            self.chosen_ = BruteForceSearch()
-        self.chosen_.restore(points, conformal, inner, random_state=random_state)
+            if points is None:
+                raise ValueError("auto state chose 'brute', but the file holds no points")
+            chosen = BruteForceSearch()
+            chosen.restore(points, conformal, inner, random_state=random_state)
+            n = points.shape[0]
+        if (measurement.shape != (3,) or not np.all(np.isfinite(measurement))
+                or not np.all((measurement[:2] >= 0) & (measurement[:2] <= 1))
+                or measurement[2] != int(measurement[2]) or not 1 <= measurement[2] <= n):
+            raise ValueError(f"auto state 'measurement' must be two fractions in [0, 1] and the number of "
+                             f"sampled points (1 to n), got {measurement!r}")
+        self.choice_, self.chosen_ = choice, chosen
+        self.examined_fraction_, self.threshold_ = (float(v) for v in measurement[:2])
+        self.measured_ = int(measurement[2])
+        if self.owns_points:
+            self.points_ = self.conformal_ = None
         return self
 
     @property
