@@ -56,6 +56,14 @@ def test_threads_option_gives_identical_answers(tmp_path, rng, capsys, monkeypat
     capsys.readouterr()
 
 
+def test_storage_option_builds_a_float32_index(tmp_path, rng, capsys):
+    np.save(tmp_path / "X.npy", ball_points(rng, 500, 4, min_conformal=1e-6))
+    assert main(["build", str(tmp_path / "X.npy"), "-o", str(tmp_path / "idx"), "--storage", "float32"]) == 0
+    assert hypann_index.HyperbolicIndex.load(tmp_path / "idx").storage == "float32"
+    code, err = _run(["build", str(tmp_path / "X.npy"), "-o", str(tmp_path / "idx2"), "--storage", "float16"], capsys)
+    assert code == 2 and "argument --storage: invalid choice: 'float16'" in err
+
+
 def test_errors_are_messages_not_tracebacks(tmp_path, capsys):
     np.save(tmp_path / "bad.npy", np.array([[2.0, 0.0]]))
     assert main(["build", str(tmp_path / "bad.npy"), "-o", str(tmp_path / "i")]) == 2

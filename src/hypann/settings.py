@@ -34,6 +34,9 @@ class Setting:
         settings of the running process.
     cli : str or None
         The ``hypann build`` option that sets it, None when there is none.
+    header : str or None
+        Name of the file header field that keeps a saved setting, when it is
+        not ``name``.
     """
 
     name: str
@@ -41,6 +44,7 @@ class Setting:
     allowed: str
     saved: bool
     cli: str | None
+    header: str | None = None
 
 
 INDEX_SETTINGS = (
@@ -52,6 +56,8 @@ INDEX_SETTINGS = (
     Setting("random_state", None, "None or an integer >= 0", True, "--seed"),
     Setting("n_jobs", None, "None, -1 or an integer >= 1 (threads)", False, "--threads"),
     Setting("verbose", True, "True or False (progress bars)", False, None),
+    Setting("storage", "float64", "'float64' or 'float32' (dtype of the stored coordinates)", True, "--storage",
+            header="dtype"),
 )
 
 #: name -> :class:`Setting`

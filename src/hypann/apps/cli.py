@@ -142,6 +142,11 @@ def _actor_threads(args):
     return {} if args.threads is None else {"threads_per_actor": args.threads}
 
 
+def _storage(args):
+    """``--storage`` of a sharded index: passed to every shard's index (only when not the default)."""
+    return {} if args.storage == "float64" else {"storage": args.storage}
+
+
 def cmd_build(args):
     import hypann
 
@@ -152,9 +157,10 @@ def cmd_build(args):
         from hypann.distributed import ShardedIndex
 
         index = ShardedIndex(args.shards, partition=args.partition, algorithm=args.algorithm, address=args.ray_address,
-                             **_actor_threads(args), **settings).build(X)
+                             **_actor_threads(args), **_storage(args), **settings).build(X)
     else:
-        index = hypann.HyperbolicIndex(algorithm=args.algorithm, n_jobs=args.threads, **settings).build(X)
+        index = hypann.HyperbolicIndex(algorithm=args.algorithm, n_jobs=args.threads, **_storage(args),
+                                       **settings).build(X)
     index.save(args.output)
     print(f"built {index!r}\nwrote {args.output}")
     return 0
@@ -301,6 +307,9 @@ def build_parser():
     b.add_argument("--partition", default="kd", choices=["kd", "shells", "random", "hash"], help="how --shards splits the points")
     b.add_argument("--ray-address", default=None, help="Ray cluster to use (default: a running one, else a local one)")
     b.add_argument("--threads", type=_positive_int, default=None, help=THREADS_HELP)
+    b.add_argument("--storage", default="float64", choices=["float64", "float32"],
+                   help="dtype of the stored coordinates (float32: half the memory, exact for the float32 points; "
+                        "see docs/storage.md)")
     b.set_defaults(func=cmd_build)
 
     s = sub.add_parser("search", help="search an index file or sharded index folder with a .npy file of queries")
