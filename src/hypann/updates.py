@@ -65,6 +65,8 @@ class LiveSet:
         self.dim = int(dim)
         self.labels = np.arange(n_built, dtype=np.int64) if labels is None else labels
         self.removed = np.zeros(n_built, dtype=bool)
+        self.n_removed = 0  # kept with `removed`, so searches never count it (O(1) per search)
+        self._identity = None  # cached `identity_labels` (None: not known yet)
         self.added_points = np.empty((0, dim))
         self.added_conformal = np.empty(0)
         self._tree = None
@@ -77,15 +79,17 @@ class LiveSet:
 
     @property
     def n_live(self) -> int:
-        return self.n_rows - int(self.removed.sum())
+        return self.n_rows - self.n_removed
 
     @property
     def n_changes(self) -> int:
-        return self.added_points.shape[0] + int(self.removed.sum())
+        return self.added_points.shape[0] + self.n_removed
 
     @property
     def identity_labels(self) -> bool:
-        return bool(np.array_equal(self.labels, np.arange(self.n_rows)))
+        if self._identity is None:  # once per change of the labels, not per search
+            self._identity = bool(np.array_equal(self.labels, np.arange(self.n_rows)))
+        return self._identity
 
     def needs_rebuild(self) -> bool:
         return self.n_changes > max(REBUILD_MIN_CHANGES, REBUILD_FRACTION * self.n_built)
@@ -119,9 +123,11 @@ class LiveSet:
         self.removed = np.concatenate([self.removed, np.zeros(len(labels), dtype=bool)])
         self._tree = None
         self._sorted = None
+        self._identity = None
 
     def remove_rows(self, rows):
         self.removed[rows] = True
+        self.n_removed = int(np.count_nonzero(self.removed))
         self._tree = None
 
     def live_rows(self, built_points, built_conformal):
