@@ -65,6 +65,13 @@ def _make_pairs():
     pairs = {
         "brute": ("brute", None, {}, True),
         "hkdtree": ("hkdtree", None, {}, True),
+        "auto": ("auto", None, {}, True),
+        "graph": ("graph", None, {}, False),
+        "graph+exact": ("graph", None, {"exact": True}, True),
+        # float32 storage: the case's points are rounded to float32 first (see make_index_points),
+        # so float64 brute force over them is the exact answer
+        "hkdtree/float32": ("hkdtree", None, {"storage": "float32"}, True),
+        "auto/float32": ("auto", None, {"storage": "float32"}, True),
         "vamana": ("vamana", None, {}, False),
     }
     for oracle, exact in ORACLES.items():
@@ -84,6 +91,8 @@ EXACT_PAIRS = [name for name, (_, _, _, exact) in PAIRS.items() if exact]
 #: Build settings drawn per case (on top of the pair's fixed ones), per algorithm.
 PARAM_CHOICES = {
     "hkdtree": {"leaf_size": [1, 2, 16, 64]},
+    "auto": {"leaf_size": [1, 16], "scan_fraction": [None, 1e-9, 1.0]},  # 1e-9 forces the scan, 1.0 the tree
+    "graph": {"n_neighbors": [2, 8, 24], "max_degree": [24, 40]},
     "vamana": {"R": [2, 4, 10], "L": [2, 10, 30], "alpha": [1.0, 1.5]},
     "binary_search": {"ratio": [1.01, 1.1, 2.0]},
     "shells": {"width": [1.5, 3.0, 10.0]},
@@ -361,6 +370,18 @@ def check_answer(X, Q, k, ids, distances, *, exact, budgeted=False):
 # --------------------------------------------------------------------------- running one case
 
 
+def float32_points(X):
+    """``X`` rounded to float32 (as float64 values), rows that rounding pushed onto or past the
+    boundary pulled back inside in float32 steps: points that float32 storage holds exactly."""
+    Y = np.asarray(X, dtype=np.float32).copy()
+    for _ in range(200):
+        bad = ~(conformal_factor(Y.astype(np.float64)) > 0.0)
+        if not bad.any():
+            break
+        Y[bad] *= np.float32(1 - 2.0**-20)
+    return Y.astype(np.float64)
+
+
 def case_is_exact(case):
     return PAIRS[case["pair"]][3] and case.get("budget") is None
 
@@ -385,6 +406,8 @@ def run_case(case):
         ``seconds``: build + search time.
     """
     X, Q = make_case_data(case)
+    if PAIRS[case["pair"]][2].get("storage") == "float32":
+        X = float32_points(X)
     start = time.perf_counter()
     try:
         index = build_index(case, X)
@@ -431,7 +454,7 @@ def sample_case(rng, *, pair=None, generator=None, max_n=50_000, max_d=128, max_
     else:
         k = int(min(cap, round(math.exp(rng.uniform(0.0, math.log(cap))))))
     algorithm = PAIRS[pair][0]
-    params = {name: rng.choice(values).item() for name, values in PARAM_CHOICES.get(algorithm, {}).items()}
+    params = {name: values[int(rng.integers(len(values)))] for name, values in PARAM_CHOICES.get(algorithm, {}).items()}
     budget = int(rng.integers(k, 4 * k + 1)) if rng.uniform() < 0.1 else None
     n_jobs = [None, 1, 2][int(rng.integers(3))]
     return {
