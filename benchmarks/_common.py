@@ -7,6 +7,7 @@ import os
 import platform
 import subprocess
 import sys
+import threading
 
 import numpy as np
 
@@ -16,7 +17,7 @@ sys.path.insert(0, ROOT)
 
 from hypann.eval.timing import median_time  # noqa: E402  (re-exported for the scripts)
 
-__all__ = ["ROOT", "git_sha", "machine", "markdown_table", "median_time", "write_json"]
+__all__ = ["ROOT", "PeakSampler", "git_sha", "machine", "markdown_table", "median_time", "write_json"]
 
 
 def git_sha() -> str:
@@ -59,3 +60,28 @@ def markdown_table(rows, columns) -> str:
     return "\n".join(lines)
 
 
+class PeakSampler:
+    """Largest value of ``measure()`` (a memory figure in bytes) seen while the ``with`` block runs.
+
+    Sampled every 5 ms from a thread: ``ru_maxrss`` cannot be reset, and work before the block
+    (generating the data) may already have peaked higher than the block itself.
+    """
+
+    def __init__(self, measure):
+        self.measure = measure
+
+    def __enter__(self):
+        self.peak = self.measure()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+        return self
+
+    def _run(self):
+        while not self._stop.wait(0.005):
+            self.peak = max(self.peak, self.measure())
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+        self.peak = max(self.peak, self.measure())

@@ -46,13 +46,12 @@ import json  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
-import threading  # noqa: E402
 import time  # noqa: E402
 
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import markdown_table, median_time, write_json  # noqa: E402
+from _common import PeakSampler, markdown_table, median_time, write_json  # noqa: E402
 
 
 def rss():
@@ -64,26 +63,6 @@ def rss():
             if key in ("RssAnon", "VmRSS"):
                 out[key] = int(value.split()[0]) * 1024
     return out["RssAnon"], out["VmRSS"]
-
-
-class PeakSampler:
-    """Highest ``RssAnon`` seen while the ``with`` block runs (sampled every 5 ms)."""
-
-    def __enter__(self):
-        self.peak = rss()[0]
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-        return self
-
-    def _run(self):
-        while not self._stop.wait(0.005):
-            self.peak = max(self.peak, rss()[0])
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join()
-        self.peak = max(self.peak, rss()[0])
 
 
 def child_build(npy, config, out_path):
@@ -103,7 +82,7 @@ def child_build(npy, config, out_path):
     hypann.HyperbolicIndex(storage=storage).build(np.ascontiguousarray(X[:200])).search(np.asarray(X[:3]), 2)
     gc.collect()
     before = rss()[0]
-    with PeakSampler() as sampler:
+    with PeakSampler(lambda: rss()[0]) as sampler:
         t = time.perf_counter()
         index = hypann.HyperbolicIndex(storage=storage, leaf_size=leaf_size).build(X)
         build_s = time.perf_counter() - t

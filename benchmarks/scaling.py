@@ -33,7 +33,6 @@ import argparse
 import inspect
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -41,7 +40,7 @@ import time
 
 import numpy as np
 
-from _common import ROOT, markdown_table, write_json  # noqa: E402
+from _common import ROOT, PeakSampler, markdown_table, write_json  # noqa: E402
 
 PAGE = os.sysconf("SC_PAGE_SIZE")
 MB = 1 << 20
@@ -51,11 +50,6 @@ def rss_bytes():
     """Current resident memory of this process (``/proc/self/statm``)."""
     with open("/proc/self/statm") as fh:
         return int(fh.read().split()[1]) * PAGE
-
-
-def peak_rss_bytes():
-    """Peak resident memory of this process so far (``ru_maxrss`` is in KiB on Linux)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
 # ----------------------------------------------------------------- one configuration (child)
@@ -102,10 +96,11 @@ def run_one(cfg):
     # compile outside the measurement, on a small copy
     hypann.HyperbolicIndex(**settings).build(X[:2000]).search(Q[:10], cfg["k"])
     base = rss_bytes()
-    t0 = time.perf_counter()
-    index = hypann.HyperbolicIndex(**settings).build(X)
-    out = dict(cfg, build_s=time.perf_counter() - t0)
-    out["peak_build_mb"] = (peak_rss_bytes() - base) / MB
+    with PeakSampler(rss_bytes) as sampler:
+        t0 = time.perf_counter()
+        index = hypann.HyperbolicIndex(**settings).build(X)
+        out = dict(cfg, build_s=time.perf_counter() - t0)
+    out["peak_build_mb"] = (sampler.peak - base) / MB
     out["rss_index_mb"] = (rss_bytes() - base) / MB
     out["index_mb"] = index.nbytes / MB
     out["raw_float32_mb"] = X.shape[0] * (X.shape[1] - (model == "lorentz")) * 4 / MB
@@ -136,7 +131,7 @@ def run_one(cfg):
         expected = index.search(Q[:100], k)
         del index
         before = rss_bytes()
-        if "mmap" in inspect.signature(hypann.load).parameters:
+        if "mmap" in inspect.signature(hypann.HyperbolicIndex.load).parameters:
             t0 = time.perf_counter()
             mapped = hypann.load(path, mmap=True)
             out["mmap_open_s"] = time.perf_counter() - t0
