@@ -183,6 +183,23 @@ def _row_insert(row_d, row_i, row_f, d, v):
     return True
 
 
+@nb.njit(cache=True, inline="always")
+def _leaf_window(leaf_ranges, p, tr, max_members, seed):
+    """The leaf mates of ``p`` in tree ``tr`` to visit: ``(lo, size, take, off)``.
+
+    The leaf is ``orders[tr, lo:lo+size]``; at most ``max_members`` of it are
+    visited, ``orders[tr, lo + (off + s) % size]`` for ``s < take``, starting at
+    an offset drawn from ``(seed, p, tr)`` when the leaf is larger.
+    """
+    lo = leaf_ranges[tr, p, 0]
+    size = leaf_ranges[tr, p, 1] - lo
+    take = min(size, max_members)
+    off = 0
+    if size > take:
+        off = np.int64(mix_seed(seed, p, tr) % np.uint64(size))
+    return lo, size, take, off
+
+
 @nb.njit(cache=True)
 def _init_row(p, points, conf, leaf_ranges, orders, max_members, seed, row_d, row_i, row_f, seen, tag):
     """Fill the k-NN row of ``p`` from the leaves holding ``p`` in every tree, then random points."""
@@ -190,13 +207,7 @@ def _init_row(p, points, conf, leaf_ranges, orders, max_members, seed, row_d, ro
     K = row_d.shape[0]
     seen[p] = tag
     for tr in range(orders.shape[0]):
-        lo = leaf_ranges[tr, p, 0]
-        hi = leaf_ranges[tr, p, 1]
-        size = hi - lo
-        take = min(size, max_members)
-        off = 0
-        if size > take:
-            off = np.int64(mix_seed(seed, p, tr) % np.uint64(size))
+        lo, size, take, off = _leaf_window(leaf_ranges, p, tr, max_members, seed)
         for s in range(take):
             v = orders[tr, lo + (off + s) % size]
             if seen[v] == tag:
@@ -395,13 +406,7 @@ def components(row_i):
 def _bridge_row(p, points, conf, comp, leaf_ranges, orders, max_members, seed, out_d, out_i):
     """Nearest points of *other* components among the leaf mates of ``p`` in every tree."""
     for tr in range(orders.shape[0]):
-        lo = leaf_ranges[tr, p, 0]
-        hi = leaf_ranges[tr, p, 1]
-        size = hi - lo
-        take = min(size, max_members)
-        off = 0
-        if size > take:
-            off = np.int64(mix_seed(seed, p, tr) % np.uint64(size))
+        lo, size, take, off = _leaf_window(leaf_ranges, p, tr, max_members, seed)
         for s in range(take):
             v = orders[tr, lo + (off + s) % size]
             if comp[v] == comp[p]:
