@@ -70,3 +70,19 @@ def deep_clusters(rng, n, d, *, h_min=20.0, h_max=37.0, n_clusters=4):
     h = np.minimum(h_c[label] + spread * rng.uniform(-1, 1, n), h_max)
     directions = centres[label] + (np.exp(-h) * spread)[:, None] * rng.normal(size=(n, d))
     return points_at_norm(directions, h)
+
+
+class FakeTerminal:
+    """A stderr stand-in that says it is a terminal (tqdm's ``disable=None`` then shows its bar)."""
+
+    def __init__(self):
+        self.text = ""
+
+    def write(self, s):
+        self.text += s
+
+    def flush(self):
+        pass
+
+    def isatty(self):
+        return True

@@ -9,6 +9,7 @@ from hypann.datasets.wordnet import Hierarchy
 from hypann.embed import MAX_NORM, train_poincare
 from hypann.eval.reconstruction import reconstruction_metrics
 from hypann.geometry.poincare import dist
+from tests.conftest import FakeTerminal
 
 
 def _balanced_tree(branching, depth):
@@ -119,26 +120,10 @@ def test_bad_arguments(kwargs, match):
         train_poincare(kwargs.pop("relations"), **kwargs)
 
 
-class _Terminal:
-    """A stderr stand-in that says it is a terminal (tqdm's ``disable=None`` then shows its bar)."""
-
-    def __init__(self):
-        self.text = ""
-
-    def write(self, s):
-        self.text += s
-
-    def flush(self):
-        pass
-
-    def isatty(self):
-        return True
-
-
 def test_epoch_bar_only_when_verbose_and_same_points(monkeypatch):
     closure = _balanced_tree(3, 2).closure()
     kw = dict(dim=3, epochs=4, burn_in=2, seed=5)
-    term = _Terminal()
+    term = FakeTerminal()
     monkeypatch.setattr("sys.stderr", term)
     loud = train_poincare(closure, **kw, verbose=True)
     assert "4/4" in term.text and "epoch" in term.text and "loss=" in term.text

@@ -1,4 +1,4 @@
-"""``verbose``: a progress bar over chunks of a large search batch, with answers identical to one piece."""
+"""Progress bars: ``hypann._progress`` (one bar per thread, nested tasks in its postfix) and where hypann uses it."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import pytest
 import hypann
 from hypann import _progress as progress
 from hypann import index as index_module
+from tests.conftest import FakeTerminal
 
 M_QUERIES = 25_000
 
@@ -73,25 +74,9 @@ def test_verbose_is_a_process_setting(tmp_path):
     np.testing.assert_array_equal(loaded.search(X[:5], k=2).indices, index.search(X[:5], k=2).indices)
 
 
-class _Terminal:
-    """A stderr stand-in that says it is a terminal (tqdm's ``disable=None`` then shows its bar)."""
-
-    def __init__(self):
-        self.text = ""
-
-    def write(self, s):
-        self.text += s
-
-    def flush(self):
-        pass
-
-    def isatty(self):
-        return True
-
-
 def test_bar_is_shown_on_a_terminal_only_when_verbose(monkeypatch):
     X, Q = _data()
-    term = _Terminal()
+    term = FakeTerminal()
     monkeypatch.setattr("sys.stderr", term)
     hypann.HyperbolicIndex(algorithm="hkdtree", verbose=True).build(X).search(Q, k=1)
     assert f"{M_QUERIES}/{M_QUERIES}" in term.text
@@ -103,14 +88,14 @@ def test_bar_is_shown_on_a_terminal_only_when_verbose(monkeypatch):
 
 # ---------------------------------------------------------------- hypann._progress
 def test_advance_without_a_task_does_nothing(monkeypatch):
-    term = _Terminal()
+    term = FakeTerminal()
     monkeypatch.setattr("sys.stderr", term)
     progress.advance(5, stage="nothing open")
     assert term.text == ""
 
 
 def test_nested_tasks_draw_one_bar_and_report_in_its_postfix(monkeypatch):
-    term = _Terminal()
+    term = FakeTerminal()
     monkeypatch.setattr("sys.stderr", term)
     monkeypatch.setattr(progress, "_REDRAW_S", 0.0)
     created = []
@@ -130,7 +115,7 @@ def test_nested_tasks_draw_one_bar_and_report_in_its_postfix(monkeypatch):
 
 
 def test_disabled_or_short_tasks_draw_nothing(monkeypatch):
-    term = _Terminal()
+    term = FakeTerminal()
     monkeypatch.setattr("sys.stderr", term)
     with progress.task("off", total=3, enabled=False) as off:
         with progress.task("inner"):
@@ -143,7 +128,7 @@ def test_disabled_or_short_tasks_draw_nothing(monkeypatch):
 
 
 def test_write_goes_above_a_drawn_bar_or_straight_to_stderr(monkeypatch):
-    term = _Terminal()
+    term = FakeTerminal()
     monkeypatch.setattr("sys.stderr", term)
     progress.write("no bar")
     assert term.text == "no bar\n"
@@ -154,7 +139,7 @@ def test_write_goes_above_a_drawn_bar_or_straight_to_stderr(monkeypatch):
 
 
 def test_graph_build_reports_its_rounds(monkeypatch):
-    term = _Terminal()
+    term = FakeTerminal()
     monkeypatch.setattr("sys.stderr", term)
     monkeypatch.setattr(index_module, "BUILD_PROGRESS_DELAY", 0.0)
     monkeypatch.setattr(progress, "_REDRAW_S", 0.0)
@@ -169,7 +154,7 @@ def test_graph_build_reports_its_rounds(monkeypatch):
 def test_dataset_preparation_shows_its_stages(monkeypatch):
     from hypann.datasets import registry
 
-    term = _Terminal()
+    term = FakeTerminal()
     monkeypatch.setattr("sys.stderr", term)
     monkeypatch.setattr(registry, "PREPARE_PROGRESS_DELAY", 0.0)
     monkeypatch.setattr(progress, "_REDRAW_S", 0.0)
@@ -184,7 +169,7 @@ def test_dataset_preparation_shows_its_stages(monkeypatch):
 def test_reproduce_milestones_advance_the_bar(monkeypatch):
     from hypann.apps import reproduce
 
-    term = _Terminal()
+    term = FakeTerminal()
     monkeypatch.setattr("sys.stderr", term)
     monkeypatch.setattr(progress, "_REDRAW_S", 0.0)
     lines = []
