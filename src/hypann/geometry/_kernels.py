@@ -37,7 +37,9 @@ _SPLITTER = 134217729.0  # 2**27 + 1, Veltkamp split for Dekker's exact product
 
 
 @nb.njit(cache=True, inline="always")
-def _conformal_row(x):
+def _sum_sq_dd(x):
+    """``|x|^2`` as a double-double ``hi + lo``: Dekker's exact square of each
+    coordinate, summed with Knuth's TwoSum (errors gathered in ``lo``)."""
     hi = 0.0
     lo = 0.0
     for j in range(x.shape[0]):
@@ -52,6 +54,12 @@ def _conformal_row(x):
         e2 = (hi - (s - bb)) + (p - bb)
         hi = s
         lo += e + e2
+    return hi, lo
+
+
+@nb.njit(cache=True, inline="always")
+def _conformal_row(x):
+    hi, lo = _sum_sq_dd(x)
     r = 1.0 - hi
     bb = r - 1.0
     e = (1.0 - (r - bb)) + (-hi - bb)
@@ -70,21 +78,7 @@ def conformal_factor(X):
 
 @nb.njit(cache=True, inline="always")
 def _conformal_row_curved(x, c):
-    # sum of squares in double-double (hi, lo), exactly as in _conformal_row
-    hi = 0.0
-    lo = 0.0
-    for j in range(x.shape[0]):
-        a = x[j]
-        p = a * a
-        t = _SPLITTER * a
-        ah = t - (t - a)
-        al = a - ah
-        e = ((ah * ah - p) + 2.0 * ah * al) + al * al
-        s = hi + p
-        bb = s - hi
-        e2 = (hi - (s - bb)) + (p - bb)
-        hi = s
-        lo += e + e2
+    hi, lo = _sum_sq_dd(x)
     # c * (hi + lo) in double-double: Dekker's exact product c*hi = p + e, plus c*lo
     p = c * hi
     t = _SPLITTER * c
