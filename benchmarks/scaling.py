@@ -40,7 +40,7 @@ import time
 
 import numpy as np
 
-from _common import ROOT, PeakSampler, markdown_table, write_json  # noqa: E402
+from _common import ROOT, PeakSampler, markdown_table, median_time, write_json  # noqa: E402
 
 PAGE = os.sysconf("SC_PAGE_SIZE")
 MB = 1 << 20
@@ -74,15 +74,6 @@ def make_data(family, model, n, d, n_queries, c, seed):
     return points[:n], points[n:]
 
 
-def median_seconds(fn, repeats):
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return float(np.median(times))
-
-
 def run_one(cfg):
     import hypann
     from hypann.eval.ground_truth import exact_knn
@@ -106,15 +97,16 @@ def run_one(cfg):
     out["raw_float32_mb"] = X.shape[0] * (X.shape[1] - (model == "lorentz")) * 4 / MB
     k = cfg["k"]
     index.search(Q[:10], k)
-    out["batch_qps"] = len(Q) / median_seconds(lambda: index.search(Q, k), cfg["repeats"])
+    out["batch_qps"] = len(Q) / median_time(lambda: index.search(Q, k), repeats=cfg["repeats"], warmup=0)[0]
     singles = Q[: cfg["single"]]
-    out["single_qps"] = 1.0 / np.median([median_seconds(lambda q=q: index.search(q[None, :], k), 1) for q in singles])
+    out["single_qps"] = 1.0 / np.median([median_time(lambda q=q: index.search(q[None, :], k), repeats=1, warmup=0)[0]
+                                         for q in singles])
     if cfg["threads_check"]:
         one = hypann.HyperbolicIndex(**settings, n_jobs=1)
         t0 = time.perf_counter()
         one.build(X)
         out["build_1thread_s"] = time.perf_counter() - t0
-        t_one = median_seconds(lambda: one.search(Q, k), cfg["repeats"])
+        t_one = median_time(lambda: one.search(Q, k), repeats=cfg["repeats"], warmup=0)[0]
         out["speedup_2v1"] = out["batch_qps"] * t_one / len(Q)
         out["build_speedup_2v1"] = out["build_1thread_s"] / out["build_s"]
         del one
