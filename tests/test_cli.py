@@ -41,7 +41,7 @@ def test_threads_option_gives_identical_answers(tmp_path, rng, capsys, monkeypat
     np.save(tmp_path / "Q.npy", ball_points(rng, 300, 4, min_conformal=1e-9))
     seen = []
     real = hypann_index.numba_threads
-    monkeypatch.setattr(hypann_index, "numba_threads", lambda n_jobs: (seen.append(n_jobs), real(n_jobs))[1])
+    monkeypatch.setattr(hypann_index, "numba_threads", lambda n_jobs, **kw: (seen.append(n_jobs), real(n_jobs, **kw))[1])
     outputs = []
     for threads in ("1", "2"):
         idx, out = tmp_path / f"idx{threads}", tmp_path / f"out{threads}.npz"

@@ -32,12 +32,42 @@ def check_n_jobs(n_jobs, *, name="n_jobs"):
 
 
 @contextmanager
-def numba_threads(n_jobs):
-    """Run the enclosed numba kernels on ``n_jobs`` threads (see :func:`check_n_jobs`)."""
+def numba_threads(n_jobs, *, work=None):
+    """Run the enclosed numba kernels on ``n_jobs`` threads (see :func:`check_n_jobs`).
+
+    ``work``: the number of independent items (queries, rows) the enclosed
+    kernels split among threads; the thread count is capped at it. A
+    parallel kernel waits for every thread it starts, so a one-query call
+    on two threads waits for a second thread with nothing to do, which
+    costs milliseconds when the other core is busy.
+    """
     import numba
 
     threads = check_n_jobs(n_jobs)
+    if work is not None:
+        threads = max(1, min(threads, int(work)))
     before = numba.get_num_threads()
+    numba.set_num_threads(threads)
+    try:
+        yield threads
+    finally:
+        numba.set_num_threads(before)
+
+
+@contextmanager
+def threads_for(work):
+    """Cap the calling thread's numba threads at ``work`` items for the enclosed kernels.
+
+    Keeps the thread count an enclosing :func:`numba_threads` chose when that
+    is smaller; see there for why small inputs run on fewer threads.
+    """
+    import numba
+
+    before = numba.get_num_threads()
+    threads = max(1, min(before, int(work)))
+    if threads == before:
+        yield threads
+        return
     numba.set_num_threads(threads)
     try:
         yield threads

@@ -22,6 +22,7 @@ from numbers import Integral, Real
 
 import numpy as np
 
+from hypann._runtime import threads_for
 from hypann.geometry import _kernels
 from hypann.geometry.models import lorentz_conformal_factor
 
@@ -228,10 +229,12 @@ def check_points(x, *, name="X", model="poincare", c=1.0, dim=None, allow_empty=
         conformal = lorentz_conformal_factor(arr, c=c)
         points = np.ascontiguousarray(arr[:, 1:] * (np.sqrt(c) * conformal / 2.0)[:, None])
     elif c != 1.0:
-        conformal = _kernels.conformal_factor_curved(arr, c)
+        with threads_for(arr.shape[0]):
+            conformal = _kernels.conformal_factor_curved(arr, c)
         points = arr * np.sqrt(c)
     else:
-        conformal = _kernels.conformal_factor(arr)
+        with threads_for(arr.shape[0]):
+            conformal = _kernels.conformal_factor(arr)
         points = arr
     outside = ~(conformal > 0.0)
     if outside.any():
@@ -239,7 +242,8 @@ def check_points(x, *, name="X", model="poincare", c=1.0, dim=None, allow_empty=
     if points is not arr:
         # the rounded unit-curvature coordinates must stay in the open ball too
         # (they leave it only where 1-c|x|^2 is below float64 resolution, ~1e-16)
-        rounded = ~(_kernels.conformal_factor(points) > 0.0)
+        with threads_for(points.shape[0]):
+            rounded = ~(_kernels.conformal_factor(points) > 0.0)
         if rounded.any():
             bad = int(np.flatnonzero(rounded)[0])
             raise ValueError(

@@ -267,7 +267,7 @@ class _ShardHost:
         queries, q_conformal = np.array(queries), np.array(q_conformal)  # writable, see build
         m = queries.shape[0]
         k_local = min(k, index.n_points_)
-        with numba_threads(index.n_jobs):
+        with numba_threads(index.n_jobs, work=m):
             rows, deltas, stats = index._search_rows(queries, q_conformal, k_local, budget, query_params)
         ids = index._labels_of(np.asarray(rows, dtype=np.int64))
         out_ids = np.full((m, k), -1, dtype=np.int64)

@@ -436,7 +436,7 @@ class HyperbolicIndex:
         m = queries.shape[0]
         if m == 0:
             return SearchResult(np.empty((0, k), np.int64), np.empty((0, k)), SearchStats.zeros(0))
-        with numba_threads(self.n_jobs):
+        with numba_threads(self.n_jobs, work=m):
             if self.verbose and m > PROGRESS_MIN_QUERIES and budget is None and self.algorithm not in _ROW_SEEDED:
                 rows, deltas, stats = self._search_rows_with_progress(queries, q_conf, k, query_params)
             else:
@@ -553,7 +553,7 @@ class HyperbolicIndex:
         # a slightly larger surrogate limit for the search; the exact test is on the distances below
         limits = delta_from_dist(radius * np.sqrt(self.c)) * (1.0 + 1e-12) + 1e-300
         limits = np.ascontiguousarray(limits)
-        with numba_threads(self.n_jobs):
+        with numba_threads(self.n_jobs, work=m):
             offsets, ids, deltas = self._search_radius_rows(queries, q_conf, limits)
         distances = dist_from_delta(deltas) / np.sqrt(self.c)
         rows = np.repeat(np.arange(m), np.diff(offsets))
@@ -598,7 +598,8 @@ class HyperbolicIndex:
             else:
                 points, conformal = self.points_, self.conformal_
             return np.ascontiguousarray(points, dtype=np.float64), conformal
-        return V.check_points(Q, name="Q", model=self.model, c=self.c, dim=self.dim_, allow_empty=True)
+        with numba_threads(self.n_jobs):
+            return V.check_points(Q, name="Q", model=self.model, c=self.c, dim=self.dim_, allow_empty=True)
 
     def _result(self, ids, deltas, stats):
         ids = self._labels_of(np.asarray(ids, dtype=np.int64))
