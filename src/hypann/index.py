@@ -412,7 +412,7 @@ class HyperbolicIndex:
             Under a budget no search is exact.
         oracle_params : dict, optional
             Per-call settings of the Euclidean oracle(s), e.g. ``{"ef": 128}``
-            for hnswlib or ``{"ef_search": 64}`` / ``{"nprobe": 16}`` for faiss.
+            for hnswlib or ``{"ef": 64}`` / ``{"nprobe": 16}`` for faiss.
         **query_params
             Per-call settings of the algorithm (e.g. ``ratio`` for
             ``binary_search``, ``ef`` for ``graph``, ``L`` for ``vamana``).

@@ -72,6 +72,7 @@ from typing import NamedTuple
 import numba as nb
 import numpy as np
 
+from hypann._params import Param
 from hypann._validation import (
     check_positive_int,
     check_state_array,
@@ -1089,6 +1090,9 @@ class HyperbolicKDTreeOracle(EuclideanOracle):
     counts_evaluations = True
     supports_budget = True
     thread_safe = True
+    uses_conformal = True
+    supports_tracking = True
+    build_settings = (Param("leaf_size", "int", 16, "points per leaf of the kd-tree", low=1),)
 
     def __init__(self, *, leaf_size: int = 16):
         self.leaf_size = leaf_size
@@ -1098,6 +1102,7 @@ class HyperbolicKDTreeOracle(EuclideanOracle):
 
     def build_with_conformal(self, points, conformal):
         """Index ``points`` with their stored conformal factors (not recomputed); returns self."""
+        self._check_settings()
         points = np.ascontiguousarray(points, dtype=np.float64)
         self.n_points_, self.dim_ = points.shape
         self.tree_ = HyperbolicKDTree(leaf_size=self.leaf_size).build(points, conformal)

@@ -144,7 +144,7 @@ class SphericalShellSearch(SearchAlgorithm):
         """An unbuilt oracle for one shell: a spec string gets the index's seed
         (the same for every shell, so LSH shares its hyperplanes across shells)."""
         o = self._make_oracle(oracle) if isinstance(oracle, str) else copy.deepcopy(oracle)
-        if hasattr(o, "for_shell"):
+        if o.adapts_per_shell:
             o = o.for_shell(shell, width)
         return o
 
