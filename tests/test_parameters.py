@@ -135,8 +135,9 @@ CASES = [
     ("search:binary_search", "ratio", 0.5, r"ratio must be > 1.0, got ratio=0.5$"),
     ("search:binary_search", "ratio", NAN, r"ratio must be a finite number, got ratio=nan$"),
     ("search:binary_search", "ratio", "2", r"ratio must be a finite number, got ratio='2' \(str\)"),
-    ("search:vamana", "L", 0, r"L must be a positive integer, got L=0$"),
-    ("search:vamana", "L", 2.5, r"L must be a positive integer, got L=2.5 \(float\)"),
+    ("search:vamana", "ef", 0, r"ef must be a positive integer or None, got ef=0$"),
+    ("search:vamana", "ef", 2.5, r"ef must be a positive integer or None, got ef=2.5 \(float\)"),
+    ("search:vamana", "L", 0, r"ef must be a positive integer or None, got ef=0$"),  # deprecated alias of ef
     ("search:vamana", "random_state", -1, r"random_state must be a non-negative integer or None, got random_state=-1"),
     ("search:random_shells", "random_state", "x", r"random_state must be a non-negative integer or None, got random_state='x'"),
     # ---- algorithms (build settings)
@@ -231,7 +232,8 @@ CASES = [
     ("VamanaIndex", "random_state", -1, r"random_state must be a non-negative integer, got random_state=-1$"),
     ("VamanaIndex", "random_state", None, r"random_state must be a non-negative integer, got random_state=None"),
     ("VamanaIndex.search", "k", 0, r"k must be a positive integer, got k=0$"),
-    ("VamanaIndex.search", "L", 1.5, r"L must be a positive integer, got L=1.5 \(float\)"),
+    ("VamanaIndex.search", "ef", 1.5, r"ef must be a positive integer, got ef=1.5 \(float\)"),
+    ("VamanaIndex.search", "L", 0, r"L must be a positive integer, got L=0$"),  # deprecated alias of ef
     ("VamanaIndex.search", "budget", 2.5, r"budget must be None, an integer or an integer array of shape \(2,\)"),
     ("VamanaIndex.search", "random_state", "x", r"random_state must be a non-negative integer, got random_state='x'"),
     ("VamanaIndex.search", "queries", np.zeros((2, 5)), r"queries must have shape \(m, 3\), got \(2, 5\)"),
@@ -307,8 +309,17 @@ CASES = [
 
 @pytest.mark.parametrize("target, param, value, match", CASES, ids=[f"{t}-{p}-{v!r}" for t, p, v, _ in CASES])
 def test_bad_parameter_is_refused_with_its_name(target, param, value, match):
+    if (target, param) in DEPRECATED:
+        with pytest.warns(DeprecationWarning, match=rf"{param} is deprecated .*; use ef"):
+            with pytest.raises((ValueError, TypeError), match=match):
+                TARGETS[target](param, value)
+        return
     with pytest.raises((ValueError, TypeError), match=match):
         TARGETS[target](param, value)
+
+
+# renamed settings: the old name still works, with a DeprecationWarning
+DEPRECATED = {("search:vamana", "L"), ("oracle:faiss", "ef_search"), ("VamanaIndex.search", "L")}
 
 
 # Public keywords that need no bad-value row: the data themselves (checked by

@@ -15,6 +15,7 @@ from hypann.oracles.base import EuclideanOracle
 from hypann.result import RangeSearchResult, SearchResult, SearchStats
 from hypann.search.hyperbolic_kdtree import _build_tree, _search_exact
 from hypann.search.registry import algorithm_class, available_algorithms, make_algorithm
+from hypann.settings import DEFAULT_K
 from hypann.updates import LiveSet, check_ids, merge_knn, merge_ragged
 
 log = logging.getLogger(__name__)
@@ -385,7 +386,7 @@ class HyperbolicIndex:
             raise ValueError("this HyperbolicIndex is not built yet: call build(X) first")
 
     # -- searching --------------------------------------------------------
-    def search(self, Q, k=1, *, budget=None, oracle_params=None, **query_params) -> SearchResult:
+    def search(self, Q, k=DEFAULT_K, *, budget=None, oracle_params=None, **query_params) -> SearchResult:
         """The ``k`` nearest indexed points of each query.
 
         Parameters
@@ -394,7 +395,7 @@ class HyperbolicIndex:
             Queries in the index's model and curvature. ``None``: the indexed
             points themselves (exactly as stored, so each finds itself at
             distance 0).
-        k : int, default 1
+        k : int, default :data:`hypann.settings.DEFAULT_K` (1)
             Neighbours per query, ``1 <= k <= n_points``.
         budget : int, optional
             Sample budget: stop a query once it has examined this many points

@@ -63,6 +63,7 @@ Wu & Charikar, *Nearest Neighbor Search for Hyperbolic Embeddings*, section 6.
 from __future__ import annotations
 
 import logging
+import warnings
 from typing import NamedTuple
 
 import numba as nb
@@ -612,7 +613,7 @@ class VamanaIndex:
         if not hasattr(self, "neighbors_"):
             raise ValueError(f"this {type(self).__name__} is not built yet; call build(points, conformal) first")
 
-    def search(self, queries, q_conformal, k, *, L=None, budget=None, random_state=0) -> GraphSearchResult:
+    def search(self, queries, q_conformal, k, *, ef=None, budget=None, random_state=0, L=None) -> GraphSearchResult:
         """Greedy search from the medoid; with a budget, random restarts until it is used.
 
         Parameters
@@ -621,13 +622,16 @@ class VamanaIndex:
         q_conformal : ndarray of shape (m,)
             Stored ``1-|q|^2`` of the queries.
         k : int
-        L : int, optional
-            List size; ``max(L, k)`` is used. Default: the build's ``L``.
+        ef : int, optional
+            Search list size; ``max(ef, k)`` is used. Default: the build's
+            list size ``L``.
         budget : None, int or ndarray of shape (m,)
             Distance evaluations allowed per query (hard limit). ``None``: one
             greedy search.
         random_state : int, default 0
             Seed of the restart points.
+        L : int, optional
+            Deprecated alias of ``ef``.
 
         Returns
         -------
@@ -636,8 +640,16 @@ class VamanaIndex:
         """
         self._check_fitted()
         k = check_positive_int(k, "k")
-        L = self.L if L is None else L
-        L = max(check_positive_int(L, "L"), k)
+        if L is not None:
+            if ef is not None:
+                raise ValueError(f"give ef or its deprecated alias L, not both (ef={ef!r}, L={L!r})")
+            warnings.warn("L is deprecated for the Vamana search; use ef (the search list size)",
+                          DeprecationWarning, stacklevel=2)
+            ef, name = L, "L"
+        else:
+            name = "ef"
+        ef = self.L if ef is None else ef
+        list_size = max(check_positive_int(ef, name), k)
         queries, q_conformal = check_stored_queries(queries, q_conformal, self.dim_)
         m = queries.shape[0]
         if budget is None:
@@ -653,7 +665,7 @@ class VamanaIndex:
         seed = np.uint64(check_seed(random_state, "random_state", allow_none=False) & 0xFFFFFFFFFFFFFFFF)
         n_chunks = max(1, min(m, 4 * nb.get_num_threads()))
         ids, deltas, samples = _search(
-            self.points_, self.conformal_, self.neighbors_, self.medoid_, queries, q_conformal, k, L, b,
+            self.points_, self.conformal_, self.neighbors_, self.medoid_, queries, q_conformal, k, list_size, b,
             seed, n_chunks,
         )
         return GraphSearchResult(ids, deltas, samples)

@@ -56,7 +56,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from hypann import _validation as V
+from hypann._params import Param
 from hypann.geometry import _kernels
 from hypann.geometry.poincare import euclidean_ball_from_delta
 from hypann.result import SearchStats
@@ -88,12 +88,12 @@ class RecenteringSearch(SearchAlgorithm):
     """
 
     name = "recentering"
+    build_settings = (
+        Param("two_phase", "bool", True, "recentre on the best first, then on the k-th best (the paper's K-NN scheme)"),
+    )
 
     def __init__(self, *, two_phase: bool = True):
         self.two_phase = two_phase
-
-    def _check_settings(self):
-        V.check_bool(self.two_phase, "two_phase")
 
     def _build(self, points, conformal, oracle):
         self.min_conformal_ = float(conformal.min())
