@@ -9,6 +9,7 @@ data (changing ``X`` after ``build`` changes nothing).
 from __future__ import annotations
 
 import inspect
+from contextlib import nullcontext
 
 import numpy as np
 import pytest
@@ -184,6 +185,7 @@ CASES = [
     ("algorithm:brute", "leaf_size", 8, r"bad settings for algorithm 'brute': .*'leaf_size'"),
     # ---- oracles
     ("oracle:brute", "leaf_size", 8, r"bad settings for oracle 'brute' in spec 'brute:leaf_size=8'"),
+    ("oracle:brute", "random_state", -1, r"random_state must be a non-negative integer, got random_state=-1$"),
     ("oracle:kdtree", "leaf_size", 0, r"leaf_size must be a positive integer, got leaf_size=0$"),
     ("oracle:kdtree", "leaf_size", 8.0, r"leaf_size must be a positive integer, got leaf_size=8.0 \(float\)"),
     ("oracle:kdtree", "workers", 0, r"workers must be an integer >= 1 or -1, got workers=0$"),
@@ -309,12 +311,9 @@ CASES = [
 
 @pytest.mark.parametrize("target, param, value, match", CASES, ids=[f"{t}-{p}-{v!r}" for t, p, v, _ in CASES])
 def test_bad_parameter_is_refused_with_its_name(target, param, value, match):
-    if (target, param) in DEPRECATED:
-        with pytest.warns(DeprecationWarning, match=rf"{param} is deprecated .*; use ef"):
-            with pytest.raises((ValueError, TypeError), match=match):
-                TARGETS[target](param, value)
-        return
-    with pytest.raises((ValueError, TypeError), match=match):
+    deprecated = (target, param) in DEPRECATED
+    warns = pytest.warns(DeprecationWarning, match=rf"{param} is deprecated .*; use ef") if deprecated else nullcontext()
+    with warns, pytest.raises((ValueError, TypeError), match=match):
         TARGETS[target](param, value)
 
 
@@ -356,6 +355,7 @@ PUBLIC = {
     "search:binary_search": lambda: algorithm_class("binary_search").query_params,
     "search:vamana": lambda: algorithm_class("vamana").query_params,
     "search:random_shells": lambda: algorithm_class("random_shells").query_params,
+    "oracle:brute": lambda: BruteForceOracle.__init__,
     "oracle:kdtree": lambda: KDTreeOracle.__init__,
     "oracle:hkdtree": lambda: HyperbolicKDTreeOracle.__init__,
     "oracle:lsh": lambda: LSHOracle.__init__,
@@ -387,8 +387,8 @@ def test_every_public_parameter_has_a_bad_value_row(target):
     assert not names - covered, f"{target}: no bad-value case for {sorted(names - covered)}"
 
 
-def test_brute_oracle_and_algorithm_have_no_settings():
-    assert _keywords(BruteForceOracle.__init__) == set()
+def test_brute_oracle_has_only_a_seed_and_the_algorithm_no_settings():
+    assert _keywords(BruteForceOracle.__init__) == {"random_state"}
     assert _keywords(algorithm_class("brute").__init__) == set()
 
 
