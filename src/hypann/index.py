@@ -503,7 +503,7 @@ class HyperbolicIndex:
         n_built = live.n_built
         removed_built = live.removed[:n_built]
         m = queries.shape[0]
-        if getattr(self.algorithm_, "supports_removed", False):
+        if self.algorithm_.supports_removed:
             k_main = min(k, n_built - int(removed_built.sum()))
             extra = {"removed": removed_built}
         else:  # ask for enough neighbours that k live ones remain
@@ -570,7 +570,7 @@ class HyperbolicIndex:
         live = self.live_
         if live.n_changes:
             removed_built = live.removed[:live.n_built]
-            if getattr(self.algorithm_, "supports_removed", False):
+            if self.algorithm_.supports_removed:
                 main = self.algorithm_.search_radius(queries, q_conf, limits, removed=removed_built)
             else:
                 main = self.algorithm_.search_radius(queries, q_conf, limits)

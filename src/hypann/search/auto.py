@@ -147,7 +147,7 @@ class AutoSearch(SearchAlgorithm):
     # -- delegation ---------------------------------------------------------
     @property
     def supports_removed(self):
-        return getattr(self.chosen_, "supports_removed", False)
+        return self.chosen_.supports_removed
 
     supports_radius = True
 

@@ -41,6 +41,9 @@ class SearchAlgorithm:
     #: ``points_shape()`` and ``points_in_input_order()``, and
     #: :class:`hypann.HyperbolicIndex` keeps none of its own)
     owns_points = False
+    #: True when ``search`` (and ``search_radius``) take ``removed=`` (one flag per
+    #: built row) and skip those points; otherwise the index filters the answers
+    supports_removed = False
 
     def build(self, points, conformal, *, oracle="kdtree", random_state=None):
         """Index ``points`` (n, d) with stored ``conformal`` (n,); returns self.

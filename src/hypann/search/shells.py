@@ -168,7 +168,7 @@ class SphericalShellSearch(SearchAlgorithm):
         if oracle is None:
             return
         stats.extra["shells_probed"][rows] += 1
-        certify = self.recenter and bool(getattr(oracle, "exact", False))
+        certify = self.recenter and bool(oracle.exact)
         shell_ids = self.shell_ids_[b - 1]
         dim = queries.shape[1]
         centers = queries[rows]
