@@ -297,3 +297,18 @@ def test_undeclared_decision_hook_is_deprecated_but_used():
     assert OldStyle.supports_decision is True
     o = OldStyle().build(np.zeros((3, 2)))
     np.testing.assert_array_equal(o.near(np.ones((2, 2)), 0.1)[0], [0, 0])
+
+
+def test_a_registered_class_must_be_an_euclidean_oracle():
+    class NotAnOracle:
+        pass
+
+    register_oracle("not-an-oracle", NotAnOracle)
+    try:
+        with pytest.raises(TypeError, match=r"oracle 'not-an-oracle' is registered to .*NotAnOracle.*, not a subclass "
+                                            r"of hypann.oracles.base.EuclideanOracle"):
+            make_oracle("not-an-oracle")
+    finally:
+        from hypann.oracles.registry import _REGISTRY
+
+        del _REGISTRY["not-an-oracle"]

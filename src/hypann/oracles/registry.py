@@ -155,4 +155,8 @@ def make_oracle(spec, *, random_state=None) -> EuclideanOracle:
         raise TypeError(f"oracle must be a spec string or an EuclideanOracle, got {type(spec).__name__}")
     name, _, args = spec.partition(":")
     name = name.strip()
-    return _resolve(name).from_spec_args(args, random_state=random_state, name=name)
+    cls = _resolve(name)
+    if not (inspect.isclass(cls) and issubclass(cls, EuclideanOracle)):
+        raise TypeError(f"oracle {name!r} is registered to {cls!r}, not a subclass of "
+                        f"hypann.oracles.base.EuclideanOracle")
+    return cls.from_spec_args(args, random_state=random_state, name=name)
