@@ -16,7 +16,7 @@ import importlib
 import inspect
 
 from hypann.oracles.base import EuclideanOracle
-from hypann.oracles.spec import parse_kwargs, parse_value  # noqa: F401 - parse_value: public here too
+from hypann.oracles.spec import parse_value  # noqa: F401 - public here too (the CLI reads --param values)
 
 # The oracles shipped with hypann, by the import path of their class: a saved
 # index names them by spec only. The classes of this layer are imported on first
