@@ -232,10 +232,18 @@ def test_build_with_conformal_answers_as_build(oracle, data):
     assert a.indices.shape == b.indices.shape == (M, K)
 
 
-def test_tracking_knn_is_the_euclidean_knn_plus_the_hyperbolic_best(oracle, data):
+def _tracking_specs():
+    from hypann.oracles.registry import _resolve
+
+    return [p for p in ORACLES if _resolve(p.values[0].partition(":")[0]).supports_tracking]
+
+
+@pytest.mark.parametrize("spec", _tracking_specs())
+def test_tracking_knn_is_the_euclidean_knn_plus_the_hyperbolic_best(spec, data):
+    """Oracles declaring ``supports_tracking``: ``knn_tracking`` is ``knn`` plus the exact
+    ``delta`` top-k of the examined points."""
     X, Q, sq = data
-    if not oracle.supports_tracking:
-        pytest.skip(f"{oracle.name} does not declare supports_tracking")
+    oracle = make_oracle(spec).build(X)
     Qs = 0.5 * Q / np.maximum(1.0, np.linalg.norm(Q, axis=1))[:, None]  # queries inside the ball
     cq = 1.0 - np.einsum("ij,ij->i", Qs, Qs)
     res = oracle.knn_tracking(Qs, K, Qs, cq)
