@@ -236,12 +236,12 @@ def axis_lattice(rng, n, d):
 
 
 def scaled_cube(rng, n, d):
-    """The first shape of issue #9: ``0.9 * U(-1, 1)^d / sqrt(d)``."""
+    """``0.9 * U(-1, 1)^d / sqrt(d)``: inside the ball, corners near norm 0.9 (a former crash reproducer)."""
     return _inside(0.9 * rng.uniform(-1.0, 1.0, (n, d)) / math.sqrt(d))
 
 
 def half_ball(rng, n, d):
-    """The second shape of issue #9: uniform in the Euclidean ball of radius 0.5."""
+    """Uniform in the Euclidean ball of radius 0.5 (far from the boundary, many points per leaf box)."""
     return uniform_euclidean_ball(rng, n, d, radius=0.5)
 
 
@@ -265,7 +265,7 @@ def make_case_data(case):
 
     Queries (``case["queries"]``): ``"mixed"`` (default) rotates through copies of data points,
     fresh points of the same generator, the origin and a point with ``1-|q|^2 = 1e-12``;
-    ``"first_points"`` takes ``X[:m]`` (as in the reproducer of issue #9).
+    ``"first_points"`` takes ``X[:m]`` (queries that are data points, as in a former crash reproducer).
     """
     n, d, m = int(case["n"]), int(case["d"]), int(case["m"])
     rng = np.random.default_rng(int(case["seed"]))

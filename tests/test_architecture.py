@@ -26,7 +26,7 @@ PACKAGE_DIR = Path(hypann.__file__).resolve().parent
 # (the module itself or a package containing it).
 LAYERS = (
     ("base", ("hypann._version", "hypann._files", "hypann._progress", "hypann._runtime", "hypann.metrics", "hypann.result")),
-    ("geometry", ("hypann.geometry", "hypann._validation")),
+    ("geometry", ("hypann.geometry", "hypann._validation", "hypann._params")),
     ("oracles", ("hypann.oracles",)),
     ("search", ("hypann.search", "hypann.graph")),
     ("index", ("hypann.index", "hypann.io", "hypann.updates", "hypann.settings")),

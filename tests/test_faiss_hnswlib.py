@@ -43,7 +43,7 @@ def test_flat_equals_brute_force(easy):
     assert res.sq_dist.dtype == np.float64 and res.indices.dtype == np.int64
 
 
-@pytest.mark.parametrize("spec", ["faiss:HNSW32", "faiss:HNSW16;efSearch=32", "hnswlib", "hnswlib:M=8,ef=16"])
+@pytest.mark.parametrize("spec", ["faiss:HNSW32", "faiss:HNSW16;ef=32", "hnswlib", "hnswlib:M=8,ef=16"])
 def test_hnsw_recall_on_easy_data(easy, spec):
     # measured: 0.999-1.0 for all four
     X, Q, truth = easy
@@ -71,7 +71,7 @@ def test_padding_and_k_larger_than_n():
 
 
 @pytest.mark.parametrize(
-    "spec", ["faiss:Flat", "faiss:HNSW32", "faiss:IVF8,Flat;nprobe=4", "faiss:HNSW16;efSearch=40",
+    "spec", ["faiss:Flat", "faiss:HNSW32", "faiss:IVF8,Flat;nprobe=4", "faiss:HNSW16;ef=40",
              "hnswlib:M=12,ef_construction=100,ef=20,random_state=3,num_threads=1"]
 )
 def test_spec_round_trip(spec):
@@ -80,9 +80,18 @@ def test_spec_round_trip(spec):
     assert vars(make_oracle(o.spec())) == vars(o)
 
 
-def test_ef_search_spellings():
-    assert make_oracle("faiss:HNSW32;efSearch=64").ef_search == 64
-    assert make_oracle("faiss:HNSW32;ef_search=64").ef_search == 64
+def test_ef_is_the_search_list_size_and_old_spellings_are_deprecated():
+    assert make_oracle("faiss:HNSW32;ef=64").ef == 64
+    with pytest.warns(DeprecationWarning, match=r"efSearch is deprecated in faiss spec 'HNSW32;efSearch=64'; use ef"):
+        assert make_oracle("faiss:HNSW32;efSearch=64").ef == 64
+    with pytest.warns(DeprecationWarning, match=r"ef_search is deprecated for faiss spec .*; use ef"):
+        assert make_oracle("faiss:HNSW32;ef_search=64").ef == 64
+    with pytest.warns(DeprecationWarning, match=r"ef_search is deprecated for FaissOracle; use ef"):
+        assert FaissOracle(ef_search=32).ef == 32
+    with pytest.warns(DeprecationWarning, match=r"FaissOracle.ef_search is deprecated; use ef"):
+        assert FaissOracle(ef=16).ef_search == 16
+    with pytest.raises(ValueError, match=r"give ef or its deprecated alias ef_search, not both \(ef=8, ef_search=9\)"):
+        FaissOracle(ef=8, ef_search=9)
     assert make_oracle("faiss").factory == "HNSW32"
 
 
@@ -105,7 +114,7 @@ def test_spec_errors_name_the_bad_piece(spec, match):
     [
         ("faiss:Foo12", "cannot parse factory 'Foo12'"),
         ("faiss:HNSW32;nprobe=4", "nprobe=4 does not apply to factory 'HNSW32'"),
-        ("faiss:HNSW32;efSearch=0", "ef_search"),
+        ("faiss:HNSW32;ef=0", r"ef must be a positive integer or None, got ef=0"),
         ("hnswlib:M=1", r"M must be an integer >= 2, got M=1"),
     ],
 )

@@ -95,29 +95,30 @@ def test_seeded_cases_cover_every_generator_and_tiny_sets():
     assert any(c["budget"] is not None for c in SEEDED)
 
 
-# ----------------------------------------------------------------------------- issue shapes
-def _issue_case(pair, generator, n, d, **extra):
+# ----------------------------------------------------------------------------- large shapes
+def _case(pair, generator, n, d, **extra):
     return {"pair": pair, "generator": generator, "n": n, "d": d, "k": 10, "m": 5, "seed": 0, "params": {},
             "budget": None, **extra}
 
 
-# The two shapes of issue #9: (20000, 20) uniform in the cube scaled by 0.9/sqrt(d) (the
-# reproducer exactly: seed 0, queries X[:5]), and (20000, 16) uniform in the ball of radius 0.5.
+# 20,000 points where a kd-tree of height ~11 and k up to 100 meet deep stacks and heaps:
+# (20000, 20) uniform in the cube scaled by 0.9/sqrt(d) with queries X[:5] (seed 0, a former
+# crash reproducer), and (20000, 16) uniform in the ball of radius 0.5.
 LARGE = [
-    _issue_case("hkdtree", "scaled_cube", 20000, 20, queries="first_points"),
-    _issue_case("hkdtree", "half_ball", 20000, 16),
-    _issue_case("hkdtree", "scaled_cube", 20000, 16, k=100, seed=1),
-    _issue_case("hkdtree", "boundary_heavy", 20000, 20, params={"leaf_size": 1}),
-    _issue_case("recentering/hkdtree", "half_ball", 20000, 16),
-    _issue_case("recentering/kdtree", "scaled_cube", 20000, 20, queries="first_points"),
-    _issue_case("shells+recenter/kdtree", "tangent_clusters", 20000, 16),
-    _issue_case("brute", "scaled_cube", 20000, 20),
+    _case("hkdtree", "scaled_cube", 20000, 20, queries="first_points"),
+    _case("hkdtree", "half_ball", 20000, 16),
+    _case("hkdtree", "scaled_cube", 20000, 16, k=100, seed=1),
+    _case("hkdtree", "boundary_heavy", 20000, 20, params={"leaf_size": 1}),
+    _case("recentering/hkdtree", "half_ball", 20000, 16),
+    _case("recentering/kdtree", "scaled_cube", 20000, 20, queries="first_points"),
+    _case("shells+recenter/kdtree", "tangent_clusters", 20000, 16),
+    _case("brute", "scaled_cube", 20000, 20),
 ]
 
 
 @pytest.mark.kernels
 @pytest.mark.parametrize("case", LARGE, ids=lambda c: f"{c['pair']}-{c['generator']}-{c['n']}x{c['d']}-k{c['k']}")
-def test_issue_shapes(runner, case):
+def test_large_shapes_match_brute_force(runner, case):
     assert_cases_pass(runner, [case])
 
 
@@ -165,7 +166,7 @@ def test_every_pair_returns_valid_answers(runner, case):
 # ----------------------------------------------------------------------------- the checker itself
 def test_checker_catches_wrong_invalid_and_crash(runner):
     """The checks can fail: a wrong neighbour, a -1, a repeated id and a killed worker are all reported."""
-    case = _issue_case("brute", "uniform_hyperbolic_ball", 50, 3, k=3)
+    case = _case("brute", "uniform_hyperbolic_ball", 50, 3, k=3)
     X, Q = make_case_data(case)
     order = np.argsort(true_deltas(Q, X), axis=1)
     good = order[:, :3]

@@ -111,7 +111,7 @@ def _tree(fn):
 
 def _tree_end_of_left_child(arrays, internal, leaves):
     a = arrays["state/end"].copy()
-    a[arrays["state/left"][internal[-1]]] += 1  # the segfault of issue #9
+    a[arrays["state/left"][internal[-1]]] += 1  # a leaf range past its parent's: once an out-of-bounds read
     arrays["state/end"] = a
 
 

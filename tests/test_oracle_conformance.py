@@ -3,7 +3,8 @@
 One test suite for every oracle, built in and third-party alike: the flags of
 :class:`hypann.oracles.base.EuclideanOracle` (``exact``, ``counts_evaluations``,
 ``supports_budget``, ``supports_radius``, ``supports_decision``,
-``thread_safe``) are checked against numpy brute force on one data set. To
+``thread_safe``, ``uses_conformal``, ``supports_tracking``,
+``adapts_per_shell``) are checked against numpy brute force on one data set. To
 run it on your own oracle, add a factory to :data:`ORACLES` (as
 :class:`ScanOracle`, the example at the top, is added).
 """
@@ -221,6 +222,48 @@ def test_thread_safe_oracles_answer_alike_from_four_threads(oracle, data):
             np.testing.assert_array_equal(res.sq_dist, expected.sq_dist)
 
 
+def test_build_with_conformal_answers_as_build(oracle, data):
+    """``uses_conformal`` oracles keep the stored factors; every oracle answers alike either way."""
+    X, Q, sq = data
+    again = make_oracle(oracle.spec()).build_with_conformal(X.copy(), (1.0 - np.einsum("ij,ij->i", X, X)))
+    a, b = oracle.knn(Q, K), again.knn(Q, K)
+    if oracle.exact:
+        np.testing.assert_array_equal(a.sq_dist, b.sq_dist)
+    assert a.indices.shape == b.indices.shape == (M, K)
+
+
+def _tracking_specs():
+    from hypann.oracles.registry import _resolve
+
+    return [p for p in ORACLES if _resolve(p.values[0].partition(":")[0]).supports_tracking]
+
+
+@pytest.mark.parametrize("spec", _tracking_specs())
+def test_tracking_knn_is_the_euclidean_knn_plus_the_hyperbolic_best(spec, data):
+    """Oracles declaring ``supports_tracking``: ``knn_tracking`` is ``knn`` plus the exact
+    ``delta`` top-k of the examined points."""
+    X, Q, sq = data
+    oracle = make_oracle(spec).build(X)
+    Qs = 0.5 * Q / np.maximum(1.0, np.linalg.norm(Q, axis=1))[:, None]  # queries inside the ball
+    cq = 1.0 - np.einsum("ij,ij->i", Qs, Qs)
+    res = oracle.knn_tracking(Qs, K, Qs, cq)
+    plain = oracle.knn(Qs, K)
+    np.testing.assert_array_equal(res.euclid_sq, plain.sq_dist)
+    cx = 1.0 - np.einsum("ij,ij->i", X, X)
+    delta = np.einsum("mnd,mnd->mn", Qs[:, None] - X[None], Qs[:, None] - X[None]) / (cq[:, None] * cx[None])
+    # the hyperbolic best of the examined points is never better than the true best, and is exact
+    np.testing.assert_allclose(res.hyp_delta, np.take_along_axis(delta, res.hyp_ids, 1), rtol=1e-12)
+    assert np.all(res.hyp_delta[:, 0] >= delta.min(axis=1) * (1 - 1e-12))
+
+
+def test_for_shell_gives_an_unbuilt_oracle_of_the_same_kind(oracle):
+    shell = oracle.for_shell(3, 3.0)
+    assert type(shell) is type(oracle) and shell is not oracle
+    assert not hasattr(shell, "n_points_"), "for_shell returns an unbuilt oracle"
+    if not oracle.adapts_per_shell:
+        assert shell.spec() == oracle.spec()
+
+
 def test_every_builtin_oracle_is_in_the_conformance_list():
     from hypann.oracles.registry import _BUILTIN
 
@@ -235,6 +278,22 @@ def test_declaring_a_capability_without_its_method_is_refused():
     with pytest.raises(TypeError, match=r"RadiusLess declares supports_radius = True but does not implement _radius"):
         class RadiusLess(EuclideanOracle):  # noqa: F841
             supports_radius = True
+    with pytest.raises(TypeError, match=r"Untracked declares supports_tracking = True but does not implement "
+                                         r"knn_tracking"):
+        class Untracked(EuclideanOracle):  # noqa: F841
+            supports_tracking = True
+
+
+def test_a_custom_oracle_without_declared_settings_gets_them_from_its_signature():
+    class Sized(ScanOracle):
+        def __init__(self, *, size=3):
+            self.size = size
+
+    assert [p.name for p in Sized.build_settings] == ["size"]
+    assert Sized.from_spec_args("size=5").size == 5
+    with pytest.raises(ValueError, match=r"bad settings for oracle 'scan-example' in spec 'scan-example:width=5': "
+                                         r"unknown option\(s\) \['width'\]; allowed: \['size'\]"):
+        Sized.from_spec_args("width=5")
 
 
 def test_undeclared_decision_hook_is_deprecated_but_used():
@@ -246,3 +305,18 @@ def test_undeclared_decision_hook_is_deprecated_but_used():
     assert OldStyle.supports_decision is True
     o = OldStyle().build(np.zeros((3, 2)))
     np.testing.assert_array_equal(o.near(np.ones((2, 2)), 0.1)[0], [0, 0])
+
+
+def test_a_registered_class_must_be_an_euclidean_oracle():
+    class NotAnOracle:
+        pass
+
+    register_oracle("not-an-oracle", NotAnOracle)
+    try:
+        with pytest.raises(TypeError, match=r"oracle 'not-an-oracle' is registered to .*NotAnOracle.*, not a subclass "
+                                            r"of hypann.oracles.base.EuclideanOracle"):
+            make_oracle("not-an-oracle")
+    finally:
+        from hypann.oracles.registry import _REGISTRY
+
+        del _REGISTRY["not-an-oracle"]

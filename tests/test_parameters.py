@@ -9,6 +9,7 @@ data (changing ``X`` after ``build`` changes nothing).
 from __future__ import annotations
 
 import inspect
+from contextlib import nullcontext
 
 import numpy as np
 import pytest
@@ -135,8 +136,9 @@ CASES = [
     ("search:binary_search", "ratio", 0.5, r"ratio must be > 1.0, got ratio=0.5$"),
     ("search:binary_search", "ratio", NAN, r"ratio must be a finite number, got ratio=nan$"),
     ("search:binary_search", "ratio", "2", r"ratio must be a finite number, got ratio='2' \(str\)"),
-    ("search:vamana", "L", 0, r"L must be a positive integer, got L=0$"),
-    ("search:vamana", "L", 2.5, r"L must be a positive integer, got L=2.5 \(float\)"),
+    ("search:vamana", "ef", 0, r"ef must be a positive integer or None, got ef=0$"),
+    ("search:vamana", "ef", 2.5, r"ef must be a positive integer or None, got ef=2.5 \(float\)"),
+    ("search:vamana", "L", 0, r"ef must be a positive integer or None, got ef=0$"),  # deprecated alias of ef
     ("search:vamana", "random_state", -1, r"random_state must be a non-negative integer or None, got random_state=-1"),
     ("search:random_shells", "random_state", "x", r"random_state must be a non-negative integer or None, got random_state='x'"),
     # ---- algorithms (build settings)
@@ -183,6 +185,7 @@ CASES = [
     ("algorithm:brute", "leaf_size", 8, r"bad settings for algorithm 'brute': .*'leaf_size'"),
     # ---- oracles
     ("oracle:brute", "leaf_size", 8, r"bad settings for oracle 'brute' in spec 'brute:leaf_size=8'"),
+    ("oracle:brute", "random_state", -1, r"random_state must be a non-negative integer, got random_state=-1$"),
     ("oracle:kdtree", "leaf_size", 0, r"leaf_size must be a positive integer, got leaf_size=0$"),
     ("oracle:kdtree", "leaf_size", 8.0, r"leaf_size must be a positive integer, got leaf_size=8.0 \(float\)"),
     ("oracle:kdtree", "workers", 0, r"workers must be an integer >= 1 or -1, got workers=0$"),
@@ -214,7 +217,8 @@ CASES = [
     ("oracle:faiss", "factory", 3, r"factory must be a faiss factory string such as \"HNSW32\" or \"IVF256,Flat\", got factory=3"),
     ("oracle:faiss", "factory", " ", r"factory must be a faiss factory string .*, got factory=' '"),
     ("oracle:faiss", "nprobe", 0, r"nprobe must be a positive integer or None, got nprobe=0$"),
-    ("oracle:faiss", "ef_search", 2.5, r"ef_search must be a positive integer or None, got ef_search=2.5 \(float\)"),
+    ("oracle:faiss", "ef", 2.5, r"ef must be a positive integer or None, got ef=2.5 \(float\)"),
+    ("oracle:faiss", "ef_search", 2.5, r"ef must be a positive integer or None, got ef=2.5 \(float\)"),
     ("oracle:hnswlib", "M", 1, r"M must be an integer >= 2, got M=1$"),
     ("oracle:hnswlib", "M", 16.0, r"M must be an integer >= 2, got M=16.0 \(float\)"),
     ("oracle:hnswlib", "ef_construction", 0, r"ef_construction must be a positive integer, got ef_construction=0$"),
@@ -230,7 +234,8 @@ CASES = [
     ("VamanaIndex", "random_state", -1, r"random_state must be a non-negative integer, got random_state=-1$"),
     ("VamanaIndex", "random_state", None, r"random_state must be a non-negative integer, got random_state=None"),
     ("VamanaIndex.search", "k", 0, r"k must be a positive integer, got k=0$"),
-    ("VamanaIndex.search", "L", 1.5, r"L must be a positive integer, got L=1.5 \(float\)"),
+    ("VamanaIndex.search", "ef", 1.5, r"ef must be a positive integer, got ef=1.5 \(float\)"),
+    ("VamanaIndex.search", "L", 0, r"L must be a positive integer, got L=0$"),  # deprecated alias of ef
     ("VamanaIndex.search", "budget", 2.5, r"budget must be None, an integer or an integer array of shape \(2,\)"),
     ("VamanaIndex.search", "random_state", "x", r"random_state must be a non-negative integer, got random_state='x'"),
     ("VamanaIndex.search", "queries", np.zeros((2, 5)), r"queries must have shape \(m, 3\), got \(2, 5\)"),
@@ -306,8 +311,14 @@ CASES = [
 
 @pytest.mark.parametrize("target, param, value, match", CASES, ids=[f"{t}-{p}-{v!r}" for t, p, v, _ in CASES])
 def test_bad_parameter_is_refused_with_its_name(target, param, value, match):
-    with pytest.raises((ValueError, TypeError), match=match):
+    deprecated = (target, param) in DEPRECATED
+    warns = pytest.warns(DeprecationWarning, match=rf"{param} is deprecated .*; use ef") if deprecated else nullcontext()
+    with warns, pytest.raises((ValueError, TypeError), match=match):
         TARGETS[target](param, value)
+
+
+# renamed settings: the old name still works, with a DeprecationWarning
+DEPRECATED = {("search:vamana", "L"), ("oracle:faiss", "ef_search"), ("VamanaIndex.search", "L")}
 
 
 # Public keywords that need no bad-value row: the data themselves (checked by
@@ -344,6 +355,7 @@ PUBLIC = {
     "search:binary_search": lambda: algorithm_class("binary_search").query_params,
     "search:vamana": lambda: algorithm_class("vamana").query_params,
     "search:random_shells": lambda: algorithm_class("random_shells").query_params,
+    "oracle:brute": lambda: BruteForceOracle.__init__,
     "oracle:kdtree": lambda: KDTreeOracle.__init__,
     "oracle:hkdtree": lambda: HyperbolicKDTreeOracle.__init__,
     "oracle:lsh": lambda: LSHOracle.__init__,
@@ -375,8 +387,8 @@ def test_every_public_parameter_has_a_bad_value_row(target):
     assert not names - covered, f"{target}: no bad-value case for {sorted(names - covered)}"
 
 
-def test_brute_oracle_and_algorithm_have_no_settings():
-    assert _keywords(BruteForceOracle.__init__) == set()
+def test_brute_oracle_has_only_a_seed_and_the_algorithm_no_settings():
+    assert _keywords(BruteForceOracle.__init__) == {"random_state"}
     assert _keywords(algorithm_class("brute").__init__) == set()
 
 

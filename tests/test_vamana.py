@@ -53,9 +53,9 @@ def test_recall_approaches_one_with_large_list_or_budget(data, request):
     X, cx, Q, cq = request.getfixturevalue(data)
     index = VamanaIndex(R=10, L=10, alpha=1.5, random_state=0).build(X, cx)
     _, true_d = brute_knn_delta(Q, cq, X, cx, K)
-    big_list = index.search(Q, cq, K, L=150)
+    big_list = index.search(Q, cq, K, ef=150)
     assert _recall(big_list.deltas, true_d) >= 0.98
-    big_budget = index.search(Q, cq, K, L=20, budget=1000)
+    big_budget = index.search(Q, cq, K, ef=20, budget=1000)
     assert _recall(big_budget.deltas, true_d) >= 0.98
     # reported deltas are the true deltas of the reported ids
     for res in (big_list, big_budget):
@@ -180,9 +180,34 @@ def test_errors_name_the_bad_value(tree_data):
     with pytest.raises(ValueError, match="not built yet"):
         VamanaIndex().search(Q, cq, 1)
     index = VamanaIndex(R=4, L=4).build(X[:50], cx[:50])
-    with pytest.raises(ValueError, match="L must be a positive integer"):
+    with pytest.raises(ValueError, match="L must be a positive integer"), pytest.warns(DeprecationWarning):
         index.search(Q, cq, 1, L=0)
+    with pytest.raises(ValueError, match="ef must be a positive integer, got ef=0"):
+        index.search(Q, cq, 1, ef=0)
     with pytest.raises(ValueError, match="budget must be None, an integer"):
         index.search(Q, cq, 1, budget=1.5)
     with pytest.raises(ValueError, match=r"queries must have shape \(m, 10\)"):
         index.search(Q[:, :3], cq, 1)
+
+
+def test_search_list_size_is_ef_and_l_is_a_deprecated_alias(tree_index, tree_data):
+    X, cx, Q, cq = tree_data
+    new = tree_index.search(Q, cq, K, ef=30)
+    with pytest.warns(DeprecationWarning, match=r"L is deprecated for the Vamana search; use ef"):
+        old = tree_index.search(Q, cq, K, L=30)
+    np.testing.assert_array_equal(old.ids, new.ids)
+    with pytest.raises(ValueError, match=r"give ef or its deprecated alias L, not both \(ef=30, L=30\)"):
+        tree_index.search(Q, cq, K, ef=30, L=30)
+
+
+def test_index_search_takes_ef_and_warns_for_l(tree_data):
+    import hypann
+
+    X, _, Q, _ = tree_data
+    index = hypann.HyperbolicIndex(algorithm="vamana", R=6, L=8, random_state=0).build(X)
+    new = index.search(Q, K, ef=25)
+    with pytest.warns(DeprecationWarning, match=r"L is deprecated for algorithm 'vamana'; use ef"):
+        old = index.search(Q, K, L=25)
+    np.testing.assert_array_equal(old.indices, new.indices)
+    with pytest.raises(ValueError, match=r"give ef or its deprecated alias L, not both \(ef=25, L=25\)"):
+        index.search(Q, K, ef=25, L=25)

@@ -119,6 +119,7 @@ from hypann.geometry.poincare import dist0, dist_from_delta
 from hypann.index import HyperbolicIndex, check_search_options
 from hypann.result import SearchResult, SearchStats
 from hypann.search.registry import make_algorithm
+from hypann.settings import DEFAULT_K
 
 __all__ = ["ShardedIndex", "ShardUnavailableError", "ShardNotLoadedError", "read_manifest", "is_sharded_index"]
 
@@ -712,7 +713,7 @@ class ShardedIndex:
             raise ValueError("this ShardedIndex is not built yet: call build(X) or ShardedIndex.load(dir) first")
 
     # -- searching ----------------------------------------------------------
-    def search(self, Q, k=1, *, budget=None, allow_partial=False, shards_per_round=1, oracle_params=None,
+    def search(self, Q, k=DEFAULT_K, *, budget=None, allow_partial=False, shards_per_round=1, oracle_params=None,
                **query_params) -> SearchResult:
         """The ``k`` nearest indexed points of each query, over all shards.
 
@@ -720,7 +721,7 @@ class ShardedIndex:
         ----------
         Q : array_like of shape (m, d)
             Queries in the index's model and curvature.
-        k : int, default 1
+        k : int, default :data:`hypann.settings.DEFAULT_K` (1)
             Neighbours per query, ``1 <= k <= n_points``.
         budget : int, optional
             Sample budget per query *per shard searched*.

@@ -15,6 +15,7 @@ from hypann.oracles.base import EuclideanOracle
 from hypann.result import RangeSearchResult, SearchResult, SearchStats
 from hypann.search.hyperbolic_kdtree import _build_tree, _search_exact
 from hypann.search.registry import algorithm_class, available_algorithms, make_algorithm
+from hypann.settings import DEFAULT_K
 from hypann.updates import LiveSet, check_ids, merge_knn, merge_ragged
 
 log = logging.getLogger(__name__)
@@ -385,7 +386,7 @@ class HyperbolicIndex:
             raise ValueError("this HyperbolicIndex is not built yet: call build(X) first")
 
     # -- searching --------------------------------------------------------
-    def search(self, Q, k=1, *, budget=None, oracle_params=None, **query_params) -> SearchResult:
+    def search(self, Q, k=DEFAULT_K, *, budget=None, oracle_params=None, **query_params) -> SearchResult:
         """The ``k`` nearest indexed points of each query.
 
         Parameters
@@ -394,7 +395,7 @@ class HyperbolicIndex:
             Queries in the index's model and curvature. ``None``: the indexed
             points themselves (exactly as stored, so each finds itself at
             distance 0).
-        k : int, default 1
+        k : int, default :data:`hypann.settings.DEFAULT_K` (1)
             Neighbours per query, ``1 <= k <= n_points``.
         budget : int, optional
             Sample budget: stop a query once it has examined this many points
@@ -412,7 +413,7 @@ class HyperbolicIndex:
             Under a budget no search is exact.
         oracle_params : dict, optional
             Per-call settings of the Euclidean oracle(s), e.g. ``{"ef": 128}``
-            for hnswlib or ``{"ef_search": 64}`` / ``{"nprobe": 16}`` for faiss.
+            for hnswlib or ``{"ef": 64}`` / ``{"nprobe": 16}`` for faiss.
         **query_params
             Per-call settings of the algorithm (e.g. ``ratio`` for
             ``binary_search``, ``ef`` for ``graph``, ``L`` for ``vamana``).
@@ -502,7 +503,7 @@ class HyperbolicIndex:
         n_built = live.n_built
         removed_built = live.removed[:n_built]
         m = queries.shape[0]
-        if getattr(self.algorithm_, "supports_removed", False):
+        if self.algorithm_.supports_removed:
             k_main = min(k, n_built - int(removed_built.sum()))
             extra = {"removed": removed_built}
         else:  # ask for enough neighbours that k live ones remain
@@ -569,7 +570,7 @@ class HyperbolicIndex:
         live = self.live_
         if live.n_changes:
             removed_built = live.removed[:live.n_built]
-            if getattr(self.algorithm_, "supports_removed", False):
+            if self.algorithm_.supports_removed:
                 main = self.algorithm_.search_radius(queries, q_conf, limits, removed=removed_built)
             else:
                 main = self.algorithm_.search_radius(queries, q_conf, limits)

@@ -182,7 +182,10 @@ class HyperbolicNearestNeighbors(_HyperbolicNeighborsBase):
     Parameters
     ----------
     n_neighbors : int, default 5
-        Neighbours per query of :meth:`kneighbors`.
+        Neighbours per query of :meth:`kneighbors`. The default is
+        scikit-learn's (``NearestNeighbors``), not hypann's
+        :data:`~hypann.settings.DEFAULT_K` (1), so that the estimator is a
+        drop-in replacement.
     radius : float, default 1.0
         Hyperbolic radius of :meth:`radius_neighbors`, in the curvature ``-c``.
     algorithm : str, default :data:`hypann.index.DEFAULT_ALGORITHM` (``"auto"``)

@@ -28,6 +28,8 @@ from hypann._files import atomic_write, check_destination
 from hypann.datasets.wordnet import SHIPPED_EPOCHS
 from hypann.index import DEFAULT_ALGORITHM
 from hypann.oracles.registry import parse_value
+from hypann.search.registry import algorithm_class
+from hypann.settings import DEFAULT_EVAL_K, DEFAULT_K
 
 # Exit statuses (see the module docstring).
 EXIT_USAGE = 2
@@ -79,13 +81,17 @@ def _markdown(rows, columns):
     return "\n".join(out)
 
 
-def _params(pairs):
+def _params(pairs, declared=()):
+    """``--param key=value`` items as a dict; a declared setting's value is read by its declaration
+    (:meth:`hypann._params.Param.parse`), the others as int, float, bool, None or a string."""
+    table = {p.name: p for p in declared}
     out = {}
     for item in pairs or []:
         k, eq, v = item.partition("=")
-        if not eq or not k.strip():
+        k = k.strip()
+        if not eq or not k:
             raise ValueError(f"--param expects key=value, got {item!r}")
-        out[k.strip()] = parse_value(v)
+        out[k] = table[k].parse(v) if k in table else parse_value(v)
     return out
 
 
@@ -152,7 +158,9 @@ def cmd_build(args):
 
     check_destination(args.output)  # before the build, not after it
     X = _load_array(args.data, "points")
-    settings = dict(oracle=args.oracle, model=args.model, c=args.c, random_state=args.seed, **_params(args.param))
+    declared = algorithm_class(args.algorithm).build_settings
+    settings = dict(oracle=args.oracle, model=args.model, c=args.c, random_state=args.seed,
+                    **_params(args.param, declared))
     if args.shards is not None:
         from hypann.distributed import ShardedIndex
 
@@ -187,7 +195,7 @@ def cmd_search(args):
     Q = _load_array(args.queries, "queries")
     if args.radius is not None:
         return _search_radius(index, Q, args)
-    k = 10 if args.k is None else args.k
+    k = DEFAULT_K if args.k is None else args.k
     extra = _params(args.param)
     ids, dists = [], []
     calls, shards = [], []
@@ -290,7 +298,7 @@ def build_parser():
     d = sub.add_parser("demo", help="build, search and check on an embedded data set")
     d.add_argument("--data", default="default", help="data set for the exact run (see `hypann datasets list`); default: WordNet nouns 10-D + 100-D")
     d.add_argument("--queries", type=_positive_int, default=1000)
-    d.add_argument("-k", type=_positive_int, default=10)
+    d.add_argument("-k", type=_positive_int, default=DEFAULT_EVAL_K)
     d.add_argument("--quick", action="store_true", help="smaller data, for a smoke test")
     d.set_defaults(func=cmd_demo)
 
@@ -302,7 +310,8 @@ def build_parser():
     b.add_argument("--model", default="poincare", choices=["poincare", "lorentz"])
     b.add_argument("--c", type=float, default=1.0, help="curvature magnitude")
     b.add_argument("--seed", type=int, default=None)
-    b.add_argument("--param", action="append", help="algorithm setting key=value (repeatable)")
+    b.add_argument("--param", action="append",
+                   help="algorithm build setting key=value (repeatable; docs/parameters.md lists them)")
     b.add_argument("--shards", type=int, default=None, help="build a ShardedIndex of N shards on Ray; -o is then a folder")
     b.add_argument("--partition", default="kd", choices=["kd", "shells", "random", "hash"], help="how --shards splits the points")
     b.add_argument("--ray-address", default=None, help="Ray cluster to use (default: a running one, else a local one)")
@@ -316,13 +325,14 @@ def build_parser():
     s.add_argument("index")
     s.add_argument("queries")
     how = s.add_mutually_exclusive_group()
-    how.add_argument("-k", type=_positive_int, default=None, help="neighbours per query (default 10)")
+    how.add_argument("-k", type=_positive_int, default=None, help=f"neighbours per query (default {DEFAULT_K})")
     how.add_argument("--radius", type=_radius, default=None, metavar="R",
                      help="range search: every point within hyperbolic distance R (not for sharded folders); "
                           "-o writes offsets/indices/distances")
     s.add_argument("--budget", type=_positive_int, default=None)
     s.add_argument("--batch-size", type=_positive_int, default=1000)
-    s.add_argument("--param", action="append", help="query setting key=value (repeatable)")
+    s.add_argument("--param", action="append",
+                   help="algorithm query setting key=value (repeatable; docs/parameters.md lists them)")
     s.add_argument("-o", "--output", help="write indices/distances to this .npz instead of printing")
     s.add_argument("--ray-address", default=None, help="Ray cluster for a sharded index folder")
     s.add_argument("--threads", type=_positive_int, default=None, help=THREADS_HELP)

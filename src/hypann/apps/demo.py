@@ -20,6 +20,7 @@ import numpy as np
 from hypann.metrics import recall
 from hypann.eval.numpy_brute import numpy_brute_knn
 from hypann.index import HyperbolicIndex
+from hypann.settings import DEFAULT_EVAL_K
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +63,7 @@ def time_search(index, queries, k, **kw):
     return res, time.perf_counter() - t0
 
 
-def run_table(name, base, queries, *, k=10, configs=EXACT_CONFIGS, true_d=None, brute_queries=None, progress=None):
+def run_table(name, base, queries, *, k=DEFAULT_EVAL_K, configs=EXACT_CONFIGS, true_d=None, brute_queries=None, progress=None):
     """Each config vs blocked numpy brute force on the same queries.
 
     The numpy baseline is timed on the first ``brute_queries`` queries (its
@@ -95,7 +96,7 @@ def run_table(name, base, queries, *, k=10, configs=EXACT_CONFIGS, true_d=None, 
     return rows
 
 
-def run_demo(data="default", *, n_queries=1000, k=10, quick=False, seed=0, log=None):
+def run_demo(data="default", *, n_queries=1000, k=DEFAULT_EVAL_K, quick=False, seed=0, log=None):
     """Exact 10-D and approximate 100-D search on the embedded data; rows for a table."""
     from hypann.datasets import load
     from hypann.datasets.synthetic import hierarchical_tree

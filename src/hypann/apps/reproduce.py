@@ -224,11 +224,11 @@ def _run_dataset(key, quick, seed, progress):
                     ("Spherical-Shell + cKDTree oracle (sqrt(w)-approx.)", HyperbolicIndex(algorithm="shells", oracle="kdtree", width=3.0).build(base), {}),
                     ("Spherical-Shell + hnswlib", HyperbolicIndex(algorithm="shells", oracle="hnswlib:M=16,ef=64", width=3.0, random_state=seed).build(base), {})]
     for L in (10, 40, 160) if quick else (10, 20, 40, 80, 160):
-        configs.append((f"Vamana L={L}", vamana, {"L": L}))
+        configs.append((f"Vamana L={L}", vamana, {"ef": L}))
     if not quick:  # Vamana with a denser graph than the paper's, its best we found
         strong = HyperbolicIndex(algorithm="vamana", random_state=seed, **STRONG_VAMANA).build(base)
         for L in (64, 160, 640):
-            configs.append((f"Vamana R={STRONG_VAMANA['R']}, build L={STRONG_VAMANA['L']}, search L={L}", strong, {"L": L}))
+            configs.append((f"Vamana R={STRONG_VAMANA['R']}, build L={STRONG_VAMANA['L']}, search L={L}", strong, {"ef": L}))
     for label, index, kw in configs:
         bars.advance(stage=label)
         index.search(Q[:10], 10, **kw)

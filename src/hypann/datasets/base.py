@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from hypann._files import atomic_write
+from hypann.settings import DEFAULT_EVAL_K
 from hypann._validation import check_k, check_positive_int
 from hypann.search.ground_truth import exact_knn
 
@@ -137,7 +138,7 @@ def holdout_split(n_points, n_queries, *, seed=0):
     return np.flatnonzero(mask).astype(np.int64), test_ids
 
 
-def build_dataset(name, points, *, n_queries=1000, k=10, seed=0, metadata=None):
+def build_dataset(name, points, *, n_queries=1000, k=DEFAULT_EVAL_K, seed=0, metadata=None):
     """Split ``points`` into base and withheld queries and compute exact ground truth.
 
     Parameters
@@ -147,7 +148,7 @@ def build_dataset(name, points, *, n_queries=1000, k=10, seed=0, metadata=None):
         All generated points (unit Poincare ball).
     n_queries : int, default 1000
         Queries withheld from the base.
-    k : int, default 10
+    k : int, default :data:`hypann.settings.DEFAULT_EVAL_K` (10)
         Ground-truth neighbours per query.
     seed : int, default 0
         Seed of the query sample.

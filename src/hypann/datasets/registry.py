@@ -20,6 +20,7 @@ import numpy as np
 from hypann import _progress as progress
 from hypann._validation import check_bool, check_positive_int, check_seed
 from hypann.datasets.base import Dataset, build_dataset, cached_dataset
+from hypann.settings import DEFAULT_EVAL_K
 
 __all__ = ["load", "list_datasets", "load_points"]
 
@@ -159,7 +160,7 @@ def load_points(name, *, seed=0):
     return np.ascontiguousarray(points, dtype=np.float64)
 
 
-def load(name, *, n_queries=1000, k=10, seed=0, cache=True, verbose=True) -> Dataset:
+def load(name, *, n_queries=1000, k=DEFAULT_EVAL_K, seed=0, cache=True, verbose=True) -> Dataset:
     """Load (generate or read from the cache) a named data set.
 
     Parameters
@@ -168,7 +169,7 @@ def load(name, *, n_queries=1000, k=10, seed=0, cache=True, verbose=True) -> Dat
         One of :func:`list_datasets`.
     n_queries : int, default 1000
         Points withheld from the base as queries.
-    k : int, default 10
+    k : int, default :data:`hypann.settings.DEFAULT_EVAL_K` (10)
         Exact neighbours per query in the ground truth.
     seed : int, default 0
         Seed of the generator (synthetic sets) and of the query sample.

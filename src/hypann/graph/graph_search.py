@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from hypann import _validation as V
+from hypann._params import Param
 from hypann.graph.knn_graph import HyperbolicGraphIndex
 from hypann.result import SearchStats
 from hypann.search.base import SearchAlgorithm
@@ -66,7 +66,23 @@ class GraphSearch(SearchAlgorithm):
 
     name = "graph"
     uses_oracle = False
-    query_params = ("ef", "L")
+    build_settings = (
+        Param("n_neighbors", "int", 24, "neighbours per point in the k-NN graph", low=1),
+        Param("max_degree", "int", 40, "out-degree cap of the search graph (>= n_neighbors)", low=1),
+        Param("ef", "int", None, "default search list size (default: calibrated at build time)", low=1,
+              none_ok=True),
+        Param("target_recall", "float", 0.98, "leave-one-out recall@10 the calibrated ef reaches", low=0.0,
+              high=1.0, low_open=True),
+        Param("leaf_size", "int", 32, "points per leaf of the partition trees", low=1),
+        Param("n_trees", "int", 4, "partition trees (entry points)", low=1),
+        Param("max_rounds", "int", 16, "NN-descent rounds at most", low=1),
+        Param("exact", "bool", False, "re-check the graph's answer with a hyperbolic kd-tree (exact k-NN)"),
+        Param("tree_leaf_size", "int", 16, "leaf size of that kd-tree (exact=True only)", low=1),
+    )
+    query_settings = (
+        Param("ef", "int", None, "search list size of this call (default: the build's ef)", low=1, none_ok=True,
+              aliases=("L",)),
+    )
 
     def __init__(self, *, n_neighbors=24, max_degree=40, ef=None, target_recall=0.98, leaf_size=32, n_trees=4,
                  max_rounds=16, exact=False, tree_leaf_size=16):
@@ -81,8 +97,9 @@ class GraphSearch(SearchAlgorithm):
         self.tree_leaf_size = tree_leaf_size
 
     def _check_settings(self):
-        V.check_bool(self.exact, "exact")
-        V.check_positive_int(self.tree_leaf_size, "tree_leaf_size")
+        super()._check_settings()
+        if self.max_degree < self.n_neighbors:
+            raise ValueError(f"max_degree must be >= n_neighbors ({self.n_neighbors}), got max_degree={self.max_degree}")
 
     def _graph_settings(self):
         return {k: v for k, v in self.settings().items() if k not in ("exact", "tree_leaf_size")}
@@ -104,8 +121,8 @@ class GraphSearch(SearchAlgorithm):
             return super().search_radius(queries, q_conformal, delta_limits)
         return self.tree_.search_radius(queries, q_conformal, delta_limits)
 
-    def search(self, queries, q_conformal, k, *, budget=None, ef=None, L=None):
-        ids, deltas, samples = self.graph_.search(queries, q_conformal, k, ef=ef, budget=budget, L=L)
+    def search(self, queries, q_conformal, k, *, budget=None, ef=None):
+        ids, deltas, samples = self.graph_.search(queries, q_conformal, k, ef=ef, budget=budget)
         stats = SearchStats.zeros(queries.shape[0])
         stats.rounds[:] = 1
         if self.exact:

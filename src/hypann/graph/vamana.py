@@ -63,6 +63,7 @@ Wu & Charikar, *Nearest Neighbor Search for Hyperbolic Embeddings*, section 6.
 from __future__ import annotations
 
 import logging
+import warnings
 from typing import NamedTuple
 
 import numba as nb
@@ -184,43 +185,78 @@ def _list_offer(lst_d, lst_i, lst_e, size, L, d, u):
     return (size + 1 if size < L else size), pos
 
 
-@nb.njit(cache=True)
-def _greedy(points, conf, nbrs, degree, q, cq, start, L, seen, tag, lst_d, lst_i, lst_e, visited):
-    """Greedy search for ``q`` (build time): fills the sorted list; returns the
-    number of expanded nodes written to ``visited`` (may grow it: returned too)."""
+@nb.njit(cache=True, inline="always")
+def _greedy(points, conf, nbrs, degree, q, cq, start, L, in_round, rtag, lst_d, lst_i, lst_e, build,
+            memo, evaluated, qtag, cnt, limit, best_d, best_i, visited):
+    """One greedy search for ``q`` from ``start`` with a sorted list of ``L`` entries.
+
+    The one search loop of the build and of queries. ``in_round[u] == rtag``
+    marks the points offered in this search. ``build``: every offered
+    point's ``delta`` is computed and the expanded points are written to
+    ``visited`` (grown when full). Otherwise (a query) a point's ``delta`` is
+    computed once per query (``memo``, valid where ``evaluated == qtag``, so
+    restarts reuse it), counted in ``cnt``, the search stops at ``cnt ==
+    limit``, and each evaluated point is offered to the running top-k
+    ``best_d``/``best_i``. Returns ``(cnt, n_vis, visited)``.
+    """
+    k = best_d.shape[0]
     for t in range(L):
         lst_d[t] = np.inf
         lst_i[t] = -1
         lst_e[t] = False
-    seen[start] = tag
-    lst_d[0] = delta_row(q, cq, points[start], conf[start])
+    in_round[start] = rtag
+    if build:
+        d_start = delta_row(q, cq, points[start], conf[start])
+    else:
+        if evaluated[start] != qtag:
+            evaluated[start] = qtag
+            memo[start] = delta_row(q, cq, points[start], conf[start])
+            cnt += 1
+            if memo[start] < best_d[k - 1]:
+                insert_sorted(best_d, best_i, memo[start], start)
+        d_start = memo[start]
+    lst_d[0] = d_start
     lst_i[0] = start
     size = 1
     n_vis = 0
     cur = 0
-    while cur < size:
+    while cur < size and cnt < limit:
         p = lst_i[cur]
         lst_e[cur] = True
-        if n_vis == visited.shape[0]:
-            grown = np.empty(2 * visited.shape[0], dtype=visited.dtype)
-            grown[:n_vis] = visited[:n_vis]
-            visited = grown
-        visited[n_vis] = p
-        n_vis += 1
+        if build:
+            if n_vis == visited.shape[0]:
+                grown = np.empty(2 * visited.shape[0], dtype=visited.dtype)
+                grown[:n_vis] = visited[:n_vis]
+                visited = grown
+            visited[n_vis] = p
+            n_vis += 1
         low = size
         for s in range(degree[p]):
             u = nbrs[p, s]
-            if seen[u] == tag:
+            if u < 0:
+                break
+            if in_round[u] == rtag:
                 continue
-            seen[u] = tag
-            du = delta_row(q, cq, points[u], conf[u])
+            if build:
+                du = delta_row(q, cq, points[u], conf[u])
+            else:
+                if evaluated[u] != qtag:
+                    if cnt >= limit:
+                        break
+                    evaluated[u] = qtag
+                    memo[u] = delta_row(q, cq, points[u], conf[u])
+                    cnt += 1
+                    if memo[u] < best_d[k - 1]:
+                        insert_sorted(best_d, best_i, memo[u], u)
+                du = memo[u]
+            in_round[u] = rtag
             size, pos = _list_offer(lst_d, lst_i, lst_e, size, L, du, u)
             if 0 <= pos < low:
                 low = pos
         cur = low if low <= cur else cur + 1
         while cur < size and lst_e[cur]:
             cur += 1
-    return n_vis, visited
+    return cnt, n_vis, visited
 
 
 @nb.njit(cache=True)
@@ -278,13 +314,16 @@ def _build_graph(points, conf, nbrs, degree, medoid, L, R, alphas, orders):
     lst_e = np.empty(L, dtype=np.bool_)
     visited = np.empty(4 * L + 16, dtype=np.int64)
     cand = np.empty(R + 1, dtype=np.int64)
+    no_memo = np.empty(0)
+    no_tags = np.empty(0, dtype=np.int64)
     for ps in range(orders.shape[0]):
         alpha = alphas[ps]
         for t in range(n):
             p = orders[ps, t]
             tag += 1
-            n_vis, visited = _greedy(points, conf, nbrs, degree, points[p], conf[p], medoid, L, seen, tag,
-                                     lst_d, lst_i, lst_e, visited)
+            _, n_vis, visited = _greedy(points, conf, nbrs, degree, points[p], conf[p], medoid, L, seen, tag,
+                                        lst_d, lst_i, lst_e, True, no_memo, no_tags, 0, 0, _NO_BUDGET, no_memo,
+                                        no_tags, visited)
             need = n_vis + R
             if cand.shape[0] < need:
                 cand = np.empty(2 * need, dtype=np.int64)
@@ -317,10 +356,10 @@ def _build_graph(points, conf, nbrs, degree, medoid, L, R, alphas, orders):
 
 @nb.njit(cache=True, parallel=True)
 def _search(points, conf, nbrs, medoid, queries, q_conf, k, L, budget, seed, n_chunks):
-    """Greedy search with restarts under a budget (see module docstring)."""
+    """Greedy search (:func:`_greedy`) with restarts under a budget (see module docstring)."""
     m = queries.shape[0]
     n = points.shape[0]
-    R = nbrs.shape[1]
+    degree = np.full(n, nbrs.shape[1], dtype=np.int64)  # rows end at the first -1
     out_d = np.full((m, k), np.inf)
     out_i = np.full((m, k), -1, dtype=np.int64)
     samples = np.zeros(m, dtype=np.int64)
@@ -332,65 +371,21 @@ def _search(points, conf, nbrs, medoid, queries, q_conf, k, L, budget, seed, n_c
         lst_d = np.empty(L)
         lst_i = np.empty(L, dtype=np.int64)
         lst_e = np.empty(L, dtype=np.bool_)
+        no_visits = np.empty(0, dtype=np.int64)
         qtag = 0
         rtag = 0
         for i in range(ch * per, min(m, (ch + 1) * per)):
-            q = queries[i]
-            cq = q_conf[i]
             limit = budget[i]
-            bd = out_d[i]
-            bi = out_i[i]
             qtag += 1
             state = seed ^ (np.uint64(i) * np.uint64(0xD1B54A32D192ED03))
             cnt = 0
-            n_eval = 0
             start = np.int64(medoid)
             while cnt < limit:
                 rtag += 1
-                # --- one greedy search from ``start``
-                for t in range(L):
-                    lst_d[t] = np.inf
-                    lst_i[t] = -1
-                    lst_e[t] = False
-                in_round[start] = rtag
-                if evaluated[start] != qtag:
-                    evaluated[start] = qtag
-                    memo[start] = delta_row(q, cq, points[start], conf[start])
-                    cnt += 1
-                    n_eval += 1
-                    if memo[start] < bd[k - 1]:
-                        insert_sorted(bd, bi, memo[start], start)
-                lst_d[0] = memo[start]
-                lst_i[0] = start
-                size = 1
-                cur = 0
-                while cur < size and cnt < limit:
-                    p = lst_i[cur]
-                    lst_e[cur] = True
-                    low = size
-                    for s in range(R):
-                        u = nbrs[p, s]
-                        if u < 0:
-                            break
-                        if in_round[u] == rtag:
-                            continue
-                        if evaluated[u] != qtag:
-                            if cnt >= limit:
-                                break
-                            evaluated[u] = qtag
-                            memo[u] = delta_row(q, cq, points[u], conf[u])
-                            cnt += 1
-                            n_eval += 1
-                            if memo[u] < bd[k - 1]:
-                                insert_sorted(bd, bi, memo[u], u)
-                        in_round[u] = rtag
-                        size, pos = _list_offer(lst_d, lst_i, lst_e, size, L, memo[u], u)
-                        if 0 <= pos < low:
-                            low = pos
-                    cur = low if low <= cur else cur + 1
-                    while cur < size and lst_e[cur]:
-                        cur += 1
-                if limit == _NO_BUDGET or cnt >= limit or n_eval >= n:
+                cnt, _, _ = _greedy(points, conf, nbrs, degree, queries[i], q_conf[i], start, L, in_round, rtag,
+                                    lst_d, lst_i, lst_e, False, memo, evaluated, qtag, cnt, limit, out_d[i],
+                                    out_i[i], no_visits)
+                if limit == _NO_BUDGET or cnt >= limit or cnt >= n:
                     break
                 # --- restart from a random point not evaluated yet
                 start = np.int64(-1)
@@ -412,7 +407,6 @@ def _search(points, conf, nbrs, medoid, queries, q_conf, k, L, budget, seed, n_c
                     break
             samples[i] = cnt
     return out_i, out_d, samples
-
 
 
 # --------------------------------------------------------------------------- index
@@ -612,7 +606,7 @@ class VamanaIndex:
         if not hasattr(self, "neighbors_"):
             raise ValueError(f"this {type(self).__name__} is not built yet; call build(points, conformal) first")
 
-    def search(self, queries, q_conformal, k, *, L=None, budget=None, random_state=0) -> GraphSearchResult:
+    def search(self, queries, q_conformal, k, *, ef=None, budget=None, random_state=0, L=None) -> GraphSearchResult:
         """Greedy search from the medoid; with a budget, random restarts until it is used.
 
         Parameters
@@ -621,13 +615,16 @@ class VamanaIndex:
         q_conformal : ndarray of shape (m,)
             Stored ``1-|q|^2`` of the queries.
         k : int
-        L : int, optional
-            List size; ``max(L, k)`` is used. Default: the build's ``L``.
+        ef : int, optional
+            Search list size; ``max(ef, k)`` is used. Default: the build's
+            list size ``L``.
         budget : None, int or ndarray of shape (m,)
             Distance evaluations allowed per query (hard limit). ``None``: one
             greedy search.
         random_state : int, default 0
             Seed of the restart points.
+        L : int, optional
+            Deprecated alias of ``ef``.
 
         Returns
         -------
@@ -636,8 +633,16 @@ class VamanaIndex:
         """
         self._check_fitted()
         k = check_positive_int(k, "k")
-        L = self.L if L is None else L
-        L = max(check_positive_int(L, "L"), k)
+        if L is not None:
+            if ef is not None:
+                raise ValueError(f"give ef or its deprecated alias L, not both (ef={ef!r}, L={L!r})")
+            warnings.warn("L is deprecated for the Vamana search; use ef (the search list size)",
+                          DeprecationWarning, stacklevel=2)
+            ef, name = L, "L"
+        else:
+            name = "ef"
+        ef = self.L if ef is None else ef
+        list_size = max(check_positive_int(ef, name), k)
         queries, q_conformal = check_stored_queries(queries, q_conformal, self.dim_)
         m = queries.shape[0]
         if budget is None:
@@ -653,7 +658,7 @@ class VamanaIndex:
         seed = np.uint64(check_seed(random_state, "random_state", allow_none=False) & 0xFFFFFFFFFFFFFFFF)
         n_chunks = max(1, min(m, 4 * nb.get_num_threads()))
         ids, deltas, samples = _search(
-            self.points_, self.conformal_, self.neighbors_, self.medoid_, queries, q_conformal, k, L, b,
+            self.points_, self.conformal_, self.neighbors_, self.medoid_, queries, q_conformal, k, list_size, b,
             seed, n_chunks,
         )
         return GraphSearchResult(ids, deltas, samples)

@@ -2,7 +2,8 @@
 
 A baseline (Wu & Charikar compare against it): no guarantee, restarts from
 random points until a sample ``budget`` is used (the paper's protocol). The
-query-time list size ``L`` can be swept per call.
+query-time list size ``ef`` can be swept per call (``L``, its old name, is a
+deprecated alias; the build setting ``L`` keeps DiskANN's name).
 
 Budget: a hard limit with no allowance; evaluation stops at exactly
 ``budget`` distance evaluations (``samples <= budget``), possibly in the
@@ -13,7 +14,7 @@ function of its arguments.
 
 from __future__ import annotations
 
-from hypann import _validation as V
+from hypann._params import Param
 from hypann.graph.vamana import VamanaIndex
 from hypann.result import SearchStats
 from hypann.search.base import SearchAlgorithm
@@ -27,7 +28,8 @@ class VamanaSearch(SearchAlgorithm):
     R : int, default 10
         Out-degree (paper: 10 at 10-D, 20 at 100-D).
     L : int, default 10
-        Build list size and default search list size (paper: 10 / 40).
+        Build list size (DiskANN's ``L``) and default search list size
+        ``ef`` (paper: 10 / 40).
     alpha : float, default 1.5
         RobustPrune slack on the hyperbolic distance, ``>= 1``.
     passes : int, default 2
@@ -43,33 +45,33 @@ class VamanaSearch(SearchAlgorithm):
 
     name = "vamana"
     uses_oracle = False
-    query_params = ("L", "random_state")
+    build_settings = (
+        Param("R", "int", 10, "out-degree (paper: 10 at 10-D, 20 at 100-D)", low=1),
+        Param("L", "int", 10, "build list size (DiskANN's L) and default search list size ef (paper: 10 / 40)",
+              low=1),
+        Param("alpha", "float", 1.5, "RobustPrune slack on the hyperbolic distance", low=1.0),
+        Param("passes", "int", 2, "build passes over the points", low=1),
+    )
+    query_settings = (
+        Param("ef", "int", None, "search list size of this call (default: the build's L)", low=1, none_ok=True,
+              aliases=("L",)),
+        Param("random_state", "seed", None, "seed of the restart points of a budgeted search (default: the "
+              "build's seed)", none_ok=True),
+    )
 
     def __init__(self, *, R: int = 10, L: int = 10, alpha: float = 1.5, passes: int = 2):
         self.R, self.L, self.alpha, self.passes = R, L, alpha, passes
-
-    def _check_settings(self):
-        V.check_positive_int(self.R, "R")
-        V.check_positive_int(self.L, "L")
-        V.check_real(self.alpha, "alpha", low=1.0)
-        V.check_positive_int(self.passes, "passes")
-
-    def check_query_params(self, *, L=None, random_state=None, **params):
-        if L is not None:
-            params["L"] = V.check_positive_int(L, "L")
-        if random_state is not None:
-            params["random_state"] = V.check_seed(random_state, "random_state")
-        return params
 
     def _build(self, points, conformal, oracle):
         seed = int(self.rng_.integers(2**31))
         self.graph_ = VamanaIndex(R=self.R, L=self.L, alpha=self.alpha, passes=self.passes, random_state=seed)
         self.graph_.build(points, conformal)
 
-    def search(self, queries, q_conformal, k, *, budget=None, L=None, random_state=None):
+    def search(self, queries, q_conformal, k, *, budget=None, ef=None, random_state=None):
         if random_state is None:
             random_state = self.graph_.random_state
-        ids, deltas, samples = self.graph_.search(queries, q_conformal, k, L=L, budget=budget, random_state=random_state)
+        ids, deltas, samples = self.graph_.search(queries, q_conformal, k, ef=ef, budget=budget,
+                                                  random_state=random_state)
         stats = SearchStats.zeros(queries.shape[0])
         stats.samples[:] = samples
         stats.rounds[:] = 1

@@ -52,6 +52,27 @@ test ``tests/test_oracle_conformance.py``, which a user's oracle can run too.
     ``knn`` (and ``radius``, ``near``) may be called on one built oracle
     from several Python threads at once and give the answers of sequential
     calls.
+``uses_conformal``
+    :meth:`~EuclideanOracle.build_with_conformal` keeps the conformal
+    factors ``1-|x|^2`` the index stored (the hyperbolic kd-tree);
+    otherwise it ignores them and builds as :meth:`~EuclideanOracle.build`.
+``supports_tracking``
+    ``knn_tracking(centers, k, queries, q_conformal, budget)`` answers the
+    Euclidean k-NN of ``centers`` and also hands back the hyperbolic best of
+    every point it examined (the paper's modified kd-tree); the recentring
+    algorithms use it instead of ``knn`` when no per-call settings are given.
+``adapts_per_shell``
+    :meth:`~EuclideanOracle.for_shell` returns a copy tuned to one shell of
+    a shell partition (LSH's bucket width); otherwise the shell algorithms
+    use a plain copy for every shell.
+
+Settings. ``build_settings`` and ``query_settings`` (tuples of
+:class:`hypann._params.Param`) declare the constructor keywords and the
+per-call keywords of ``knn`` once; :meth:`EuclideanOracle.build` checks the
+constructor settings against them, :meth:`EuclideanOracle.from_spec_args`
+parses spec strings with them and :meth:`EuclideanOracle.get_params` lists
+them. A class that declares no ``build_settings`` gets an unchecked
+declaration read from its ``__init__`` signature.
 
 Budgets. :meth:`EuclideanOracle.knn` makes a ``budget`` a hard limit on the
 samples an algorithm charges for the call, whatever the oracle: with
@@ -71,6 +92,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from hypann import _params
 from hypann._validation import check_positive_int, reject_unknown
 
 #: Unit roundoff of float64.
@@ -141,14 +163,25 @@ class EuclideanOracle:
     supports_radius = False
     supports_decision = False
     thread_safe = False
+    uses_conformal = False
+    supports_tracking = False
+    adapts_per_shell = False
+    #: the constructor's settings, declared once (module docstring, "Settings")
+    build_settings: tuple = ()
+    #: the per-call settings of ``knn``
+    query_settings: tuple = ()
+    #: names (and deprecated aliases) ``knn`` accepts, derived from ``query_settings``
     query_params: tuple = ()
 
     #: names of the boolean capability flags, in the order of the module docstring
     CAPABILITIES = ("exact", "counts_evaluations", "supports_budget", "supports_radius", "supports_decision",
-                    "thread_safe")
+                    "thread_safe", "uses_conformal", "supports_tracking", "adapts_per_shell")
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
+        if "build_settings" not in vars(cls) and "__init__" in vars(cls):
+            cls.build_settings = _params.from_signature(cls.__init__)  # a third-party oracle's keywords, unchecked
+        cls.query_params = _params.accepted_names(cls.query_settings)
         if "_near" in vars(cls) and "supports_decision" not in vars(cls):
             warnings.warn(
                 f"{cls.__qualname__} defines _near without declaring supports_decision = True; hypann "
@@ -156,7 +189,8 @@ class EuclideanOracle:
                 DeprecationWarning, stacklevel=2,
             )
             cls.supports_decision = True
-        for flag, method in (("supports_radius", "_radius"), ("supports_decision", "_near")):
+        for flag, method in (("supports_radius", "_radius"), ("supports_decision", "_near"),
+                             ("supports_tracking", "knn_tracking")):
             if getattr(cls, flag) and not callable(getattr(cls, method, None)):
                 raise TypeError(f"{cls.__qualname__} declares {flag} = True but does not implement {method}")
 
@@ -184,8 +218,66 @@ class EuclideanOracle:
         self._build(points)
         return self
 
+    def build_with_conformal(self, points, conformal):
+        """Index ``points`` handed over by a search algorithm with their stored
+        conformal factors ``1-|x|^2``; returns self.
+
+        Oracles with ``uses_conformal`` keep the factors; the others ignore
+        them and index ``points`` without a copy (the algorithm owns them).
+        """
+        return self.build(points, copy=False)
+
+    def for_shell(self, shell_index: int, width: float):
+        """An unbuilt oracle for shell ``shell_index`` of a partition of multiplicative width ``width``.
+
+        Oracles with ``adapts_per_shell`` tune a copy to the shell; the
+        default is an unbuilt copy with the same settings.
+        """
+        return type(self)(**self.get_params())
+
+    def get_params(self) -> dict:
+        """The constructor settings, ``{name: value}`` in the order of ``build_settings``."""
+        return {p.name: getattr(self, p.name) for p in self.build_settings}
+
+    @classmethod
+    def from_spec_args(cls, args: str, *, random_state=None, name=None):
+        """An unbuilt oracle from the part of a spec string after ``name:``.
+
+        The default syntax is ``key=value`` items separated by commas, each
+        key a declared build setting and each value parsed and checked by its
+        declaration. ``random_state`` (an int or None) is given to an oracle
+        that declares ``random_state`` when the spec does not set it. ``name``
+        is the registered name the spec used (for messages; default
+        ``cls.name``). An oracle with its own syntax (faiss: a factory
+        string) overrides this.
+        """
+        from hypann.oracles.spec import parse_kwargs
+
+        name = cls.name if name is None else name
+        spec = name + (":" + args if args else "")
+        declared = _params.by_name(cls.build_settings)
+        kwargs = parse_kwargs(args, where=f"oracle spec {spec!r}", declared=declared)
+        unknown = sorted(set(kwargs) - set(declared))
+        if unknown:
+            raise ValueError(
+                f"bad settings for oracle {name!r} in spec {spec!r}: unknown option(s) {unknown}; "
+                f"allowed: {list(declared) or 'none'}"
+            )
+        kwargs = {key: declared[key].check(value) for key, value in kwargs.items()}
+        if random_state is not None and "random_state" not in kwargs and "random_state" in declared:
+            kwargs["random_state"] = random_state
+        try:
+            return cls(**kwargs)
+        except TypeError as exc:
+            raise ValueError(f"bad settings for oracle {name!r} in spec {spec!r}: {exc}") from None
+
     def _check_settings(self):
-        """Raise ValueError/TypeError for a bad constructor setting (none by default)."""
+        """Check every declared build setting (ValueError/TypeError naming it).
+
+        Subclasses with a rule across settings extend this (call ``super()``).
+        """
+        for p in self.build_settings:
+            p.check(getattr(self, p.name))
 
     def knn(self, queries, k, budget=None, **params) -> EuclideanNeighbors:
         """The ``k`` Euclidean nearest indexed points of each query row.
@@ -201,6 +293,8 @@ class EuclideanOracle:
         """
         if params:
             reject_unknown(params, self.query_params, f"oracle {self.name!r}")
+            params = _params.resolve_aliases(self.query_settings, params, f"oracle {self.name!r}")
+            params = _params.check_values(self.query_settings, params)
         k = check_positive_int(k, "k")
         queries = np.ascontiguousarray(queries, dtype=np.float64)
         m = queries.shape[0]

@@ -23,6 +23,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
+from hypann._params import Param
 from hypann.geometry._kernels import insert_sorted, sq_dist_row
 from hypann.oracles.base import UNIT_ROUNDOFF, EuclideanNeighbors, EuclideanOracle, exact_sq_rtol
 
@@ -66,8 +67,14 @@ class BruteForceOracle(EuclideanOracle):
 
     With a ``budget`` of ``b < n`` samples for a row, that row scans only the
     first ``b`` points of a fixed pseudo-random permutation of the indexed
-    points (drawn at build time with seed 0, the same for every call) and
-    reports ``b`` evaluations: the budget is a hard limit.
+    points (drawn at build time from ``random_state``, the same for every
+    call) and reports ``b`` evaluations: the budget is a hard limit.
+
+    Parameters
+    ----------
+    random_state : int, default 0
+        Seed of that permutation (an index made with a ``random_state``
+        passes its own to an oracle named by a spec string).
     """
 
     name = "brute"
@@ -75,12 +82,19 @@ class BruteForceOracle(EuclideanOracle):
     counts_evaluations = True
     supports_budget = True
     thread_safe = True
+    build_settings = (Param("random_state", "seed", _PERMUTATION_SEED, "seed of the sample a budget scans"),)
+
+    def __init__(self, *, random_state: int = _PERMUTATION_SEED):
+        self.random_state = random_state
+
+    def spec(self) -> str:
+        return "brute" if self.random_state == _PERMUTATION_SEED else f"brute:random_state={self.random_state}"
 
     def _build(self, points):
         self._points = points
         self._sq = np.einsum("ij,ij->i", points, points)
         self._max_norm = float(np.sqrt(self._sq.max())) if len(points) else 0.0
-        self._order = np.random.default_rng(_PERMUTATION_SEED).permutation(points.shape[0]).astype(np.int64)
+        self._order = np.random.default_rng(self.random_state).permutation(points.shape[0]).astype(np.int64)
 
     def _knn(self, queries, k, budget=None):
         m = queries.shape[0]

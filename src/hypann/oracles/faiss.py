@@ -23,8 +23,10 @@ boundary ``E ~ 1e-6`` swamps the neighbour distances and a query's whole
 cluster is re-ranked: exact, at a cost.
 
 Spec strings: ``"faiss:HNSW32"``, ``"faiss:IVF256,Flat;nprobe=16"``,
-``"faiss:HNSW32;efSearch=64"``; a ``;`` separates the factory string from
-query-time settings (``nprobe``, ``efSearch``, also spelled ``ef_search``).
+``"faiss:HNSW32;ef=64"``; a ``;`` separates the factory string from
+query-time settings (``nprobe``, ``ef``: HNSW's ``efSearch``, named ``ef``
+as everywhere in hypann; ``efSearch`` and ``ef_search`` are deprecated
+aliases).
 The process-wide faiss thread count (``faiss.omp_set_num_threads``) applies.
 """
 
@@ -32,11 +34,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from hypann._validation import check_positive_int, check_str
+import warnings
+
+from hypann._params import Param, resolve_aliases
 from hypann.oracles.base import EuclideanNeighbors, EuclideanOracle, exact_sq_rtol, rerank_float64
 from hypann.oracles.spec import parse_kwargs
 
-_QUERY_SETTINGS = {"nprobe": "nprobe", "efSearch": "ef_search", "ef_search": "ef_search"}
+_EF_DOC = "HNSW search list size efSearch (faiss uses max(ef, k))"
 
 # Unit roundoff of float32.
 _U32 = 2.0**-24
@@ -80,45 +84,68 @@ class FaissOracle(EuclideanOracle):
         faiss factory string (``"Flat"``, ``"IVF256,Flat"``, ``"HNSW32"``, ...).
     nprobe : int, optional
         IVF lists visited per query.
+    ef : int, optional
+        HNSW ``efSearch`` (faiss uses ``max(efSearch, k)``), named ``ef`` as
+        the search list size is everywhere in hypann.
     ef_search : int, optional
-        HNSW ``efSearch`` (faiss uses ``max(efSearch, k)``).
+        Deprecated alias of ``ef``.
     """
 
     name = "faiss"
     exact = False
     thread_safe = True  # faiss CPU indexes search concurrently; per-call settings go in SearchParameters
 
-    query_params = ("nprobe", "ef_search")
+    build_settings = (
+        Param("factory", "str", "HNSW32", "faiss factory string",
+              what='a faiss factory string such as "HNSW32" or "IVF256,Flat"'),
+        Param("nprobe", "int", None, "IVF lists visited per query", low=1, none_ok=True),
+        Param("ef", "int", None, _EF_DOC, low=1, none_ok=True, aliases=("ef_search",)),
+    )
+    query_settings = (
+        Param("nprobe", "int", None, "IVF lists visited by this call", low=1, none_ok=True),
+        Param("ef", "int", None, _EF_DOC + ", for this call", low=1, none_ok=True, aliases=("ef_search",)),
+    )
 
-    def __init__(self, *, factory: str = "HNSW32", nprobe: int | None = None, ef_search: int | None = None):
+    def __init__(self, *, factory: str = "HNSW32", nprobe: int | None = None, ef: int | None = None,
+                 ef_search: int | None = None):
         _import_faiss()
         self.factory = factory
         self.nprobe = nprobe
-        self.ef_search = ef_search
+        self.ef = resolve_aliases(self.build_settings, {"ef": ef, "ef_search": ef_search}, "FaissOracle")["ef"]
         self.exact = isinstance(factory, str) and factory.replace(" ", "") == "Flat"
 
+    @property
+    def ef_search(self):
+        """Deprecated alias of :attr:`ef`."""
+        warnings.warn("FaissOracle.ef_search is deprecated; use ef", DeprecationWarning, stacklevel=2)
+        return self.ef
+
     @classmethod
-    def from_spec_args(cls, args: str) -> FaissOracle:
+    def from_spec_args(cls, args: str, *, random_state=None, name=None) -> FaissOracle:
+        """``"FACTORY;key=value,..."``: a faiss factory string, then query settings
+        (``nprobe``, ``ef``; ``efSearch`` / ``ef_search`` are deprecated aliases of
+        ``ef``). ``random_state`` is not used (faiss builds are not seeded here)."""
         factory, _, settings = (args or "HNSW32").partition(";")
         if not factory.strip():
             raise ValueError(f"empty faiss factory string in spec {args!r}")
-        kwargs = {}
-        for key, value in parse_kwargs(settings, where=f"faiss spec {args!r}").items():
-            if key not in _QUERY_SETTINGS:
-                raise ValueError(
-                    f"unknown faiss query setting {key!r} in spec {args!r}; expected one of {sorted(_QUERY_SETTINGS)}"
-                )
-            kwargs[_QUERY_SETTINGS[key]] = value
+        declared = {p.name: p for p in cls.query_settings}
+        kwargs = parse_kwargs(settings, where=f"faiss spec {args!r}", declared=declared)
+        for key in kwargs:
+            if key not in ("nprobe", "ef", "ef_search", "efSearch"):
+                raise ValueError(f"unknown faiss query setting {key!r} in spec {args!r}; expected one of "
+                                 f"{['ef', 'nprobe']}")
+        if "efSearch" in kwargs:  # faiss's own spelling
+            if "ef" in kwargs or "ef_search" in kwargs:
+                raise ValueError(f"give ef or its deprecated alias efSearch, not both, in faiss spec {args!r}")
+            warnings.warn(f"efSearch is deprecated in faiss spec {args!r}; use ef", DeprecationWarning, stacklevel=3)
+            kwargs["ef"] = kwargs.pop("efSearch")
+        kwargs = resolve_aliases(cls.query_settings, kwargs, f"faiss spec {args!r}", stacklevel=4)
+        kwargs = {key: declared[key].check(value) for key, value in kwargs.items()}
         return cls(factory=factory.strip(), **kwargs)
 
     def spec(self) -> str:
-        settings = [f"{k}={v}" for k, v in (("nprobe", self.nprobe), ("efSearch", self.ef_search)) if v is not None]
+        settings = [f"{k}={v}" for k, v in (("nprobe", self.nprobe), ("ef", self.ef)) if v is not None]
         return f"faiss:{self.factory}" + (";" + ",".join(settings) if settings else "")
-
-    def _check_settings(self):
-        check_str(self.factory, "factory", what='a faiss factory string such as "HNSW32" or "IVF256,Flat"')
-        check_positive_int(self.nprobe, "nprobe", allow_none=True)
-        check_positive_int(self.ef_search, "ef_search", allow_none=True)
 
     def _build(self, points):
         faiss = _import_faiss()
@@ -137,7 +164,7 @@ class FaissOracle(EuclideanOracle):
                 f"faiss cannot build {self.factory!r} on {points.shape[0]} points of dimension {points.shape[1]}: {reason}"
             ) from None
         space = faiss.ParameterSpace()
-        for key, value in (("nprobe", self.nprobe), ("efSearch", self.ef_search)):
+        for key, value in (("nprobe", self.nprobe), ("efSearch", self.ef)):
             if value is not None:
                 try:
                     space.set_index_parameter(index, key, value)
@@ -147,10 +174,10 @@ class FaissOracle(EuclideanOracle):
         self._points = points
         self._max_norm = float(np.sqrt(np.einsum("ij,ij->i", points, points).max())) if len(points) else 0.0
 
-    def _knn(self, queries, k, nprobe=None, ef_search=None):
+    def _knn(self, queries, k, nprobe=None, ef=None):
         if k == 0:
             return EuclideanNeighbors(np.empty((len(queries), 0)), np.empty((len(queries), 0), np.int64))
-        params = self._search_parameters(nprobe, ef_search)
+        params = self._search_parameters(nprobe, ef)
         if self.exact:
             return self._knn_certified(queries, k)
         x32 = np.ascontiguousarray(queries, dtype=np.float32)
@@ -180,21 +207,19 @@ class FaissOracle(EuclideanOracle):
             wide = min(n, 4 * wide)
         return EuclideanNeighbors(out_sq, out_ids)
 
-    def _search_parameters(self, nprobe, ef_search):
-        """Per-call faiss ``SearchParameters`` (the index itself is not modified)."""
-        if nprobe is None and ef_search is None:
+    def _search_parameters(self, nprobe, ef):
+        """Per-call faiss ``SearchParameters`` (the index itself is not modified; values checked by ``knn``)."""
+        if nprobe is None and ef is None:
             return None
         faiss = _import_faiss()
         index = faiss.downcast_index(self._index)
         if nprobe is not None:
-            check_positive_int(nprobe, "nprobe")
             if faiss.try_extract_index_ivf(index) is None:
                 raise ValueError(f"nprobe applies to IVF indexes, not to factory {self.factory!r}")
             return faiss.SearchParametersIVF(nprobe=int(nprobe))
-        check_positive_int(ef_search, "ef_search")
         if not isinstance(index, faiss.IndexHNSW):
-            raise ValueError(f"ef_search applies to HNSW indexes, not to factory {self.factory!r}")
-        return faiss.SearchParametersHNSW(efSearch=int(ef_search))
+            raise ValueError(f"ef applies to HNSW indexes, not to factory {self.factory!r}")
+        return faiss.SearchParametersHNSW(efSearch=int(ef))
 
     @property
     def nbytes(self):

@@ -20,7 +20,7 @@ import threading
 
 import numpy as np
 
-from hypann._validation import check_int, check_positive_int, check_seed
+from hypann._params import Param
 from hypann.oracles.base import EuclideanNeighbors, EuclideanOracle, rerank_float64
 
 
@@ -55,7 +55,16 @@ class HnswlibOracle(EuclideanOracle):
     exact = False
     thread_safe = True  # knn_query under a lock (module docstring)
 
-    query_params = ("ef",)
+    build_settings = (
+        Param("M", "int", 16, "graph degree (hnswlib: reasonable range 2-100)", low=2),
+        Param("ef_construction", "int", 200, "candidate list size while building", low=1),
+        Param("ef", "int", 64, "default candidate list size per query (max(ef, k) is used)", low=1),
+        Param("random_state", "seed", 100, "hnswlib's random_seed (level assignment)"),
+        Param("num_threads", "int", 1, "threads for build and queries (-1: all cores)", low=1, extra=(-1,)),
+    )
+    query_settings = (
+        Param("ef", "int", None, "candidate list size of this call (default: the build's ef)", low=1, none_ok=True),
+    )
 
     def __init__(self, *, M: int = 16, ef_construction: int = 200, ef: int = 64, random_state: int = 100,
                  num_threads: int = 1):
@@ -69,13 +78,6 @@ class HnswlibOracle(EuclideanOracle):
     def spec(self) -> str:
         return (f"hnswlib:M={self.M},ef_construction={self.ef_construction},ef={self.ef},"
                 f"random_state={self.random_state},num_threads={self.num_threads}")
-
-    def _check_settings(self):
-        check_int(self.M, "M", low=2)
-        check_positive_int(self.ef_construction, "ef_construction")
-        check_positive_int(self.ef, "ef")
-        check_seed(self.random_state, "random_state", allow_none=False)
-        check_int(self.num_threads, "num_threads", low=1, extra=(-1,))
 
     def _build(self, points):
         hnswlib = _import_hnswlib()
@@ -102,7 +104,7 @@ class HnswlibOracle(EuclideanOracle):
     def _knn(self, queries, k, ef=None):
         if k == 0:
             return EuclideanNeighbors(np.empty((len(queries), 0)), np.empty((len(queries), 0), np.int64))
-        ef = self.ef if ef is None else check_positive_int(ef, "ef")
+        ef = self.ef if ef is None else ef  # checked by knn (query_settings)
         x32 = np.ascontiguousarray(queries, dtype=np.float32)
         with self._lock:  # ef is index-global in hnswlib
             self._index.set_ef(max(ef, k))

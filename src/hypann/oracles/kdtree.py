@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.spatial import cKDTree
 
-from hypann._validation import check_int, check_positive_int
+from hypann._params import Param
 from hypann.oracles.base import EuclideanNeighbors, EuclideanOracle
 
 
@@ -23,14 +23,14 @@ class KDTreeOracle(EuclideanOracle):
     name = "kdtree"
     exact = True
     thread_safe = True  # scipy's cKDTree.query only reads the tree
+    build_settings = (
+        Param("leaf_size", "int", 16, "leafsize of the scipy tree", low=1),
+        Param("workers", "int", 1, "threads per batch query (-1: all cores)", low=1, extra=(-1,)),
+    )
 
     def __init__(self, *, leaf_size: int = 16, workers: int = 1):
         self.leaf_size = leaf_size
         self.workers = workers
-
-    def _check_settings(self):
-        check_positive_int(self.leaf_size, "leaf_size")
-        check_int(self.workers, "workers", low=1, extra=(-1,))
 
     def _build(self, points):
         self._tree = cKDTree(points, leafsize=self.leaf_size, balanced_tree=False, compact_nodes=False)

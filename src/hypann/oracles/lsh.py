@@ -97,6 +97,7 @@ from numbers import Integral
 import numba as nb
 import numpy as np
 
+from hypann._params import Param
 from hypann._validation import ParameterTypeError, check_bool, check_positive_int, check_real, check_seed
 from hypann.geometry._kernels import insert_sorted, sq_dist_row
 from hypann.oracles.base import EuclideanNeighbors, EuclideanOracle
@@ -299,6 +300,22 @@ class LSHOracle(EuclideanOracle):
     supports_budget = True
     supports_decision = True
     thread_safe = True
+    adapts_per_shell = True  # for_shell: granularity="auto" -> the shell's bucket width
+    build_settings = (
+        Param("tables", "int", 5, "number of hash tables T", low=1),
+        Param("bits", "int", 15, "random unit vectors (projections) per table m", low=1),
+        Param("granularity", "float", 1.0, "g: buckets of width 2/g; 'auto': the paper's g = min(w**i, max_granularity) "
+              "per shell", low=0.0, high=MAX_BUCKET_COORDINATE, low_open=True, extra=("auto",),
+              what="a number > 0 or 'auto'"),
+        Param("probe", "int", 1, "1: also probe the 2m buckets at distance 1; 0: the query's buckets only",
+              choices=(0, 1)),
+        Param("max_candidates", "int", None, "stop a query after this many distinct candidates", low=1,
+              none_ok=True),
+        Param("offset", "bool", True, "random offset u in floor(r.x/W + u) (False: the paper's literal hash)"),
+        Param("random_state", "seed", 0, "seed of the hyperplanes (the same for every shell)"),
+        Param("max_granularity", "float", MAX_GRANULARITY, "cap of the 'auto' granularity rule", low=0.0,
+              high=MAX_BUCKET_COORDINATE, low_open=True),
+    )
 
     def __init__(
         self,

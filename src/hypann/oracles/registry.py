@@ -1,10 +1,11 @@
 """Spec strings -> oracle instances: ``"kdtree"``, ``"lsh:tables=5,bits=15"``, ``"faiss:HNSW32"``.
 
 A spec is ``name`` or ``name:args``. For most oracles ``args`` is a comma-
-separated list of ``key=value`` settings passed to the constructor (values
-parsed as int, float, bool or left as strings). An oracle class may define a
-``from_spec_args(args: str)`` classmethod to parse its own syntax (faiss takes
-a factory string such as ``"IVF1024,Flat;nprobe=16"``).
+separated list of ``key=value`` settings passed to the constructor, each one
+parsed and type-checked by the oracle's declaration (``build_settings``,
+:meth:`EuclideanOracle.from_spec_args <hypann.oracles.base.EuclideanOracle.from_spec_args>`).
+An oracle class may override ``from_spec_args`` to parse its own syntax
+(faiss takes a factory string such as ``"IVF1024,Flat;nprobe=16"``).
 
 Third-party libraries register with :func:`register_oracle`.
 """
@@ -15,7 +16,7 @@ import importlib
 import inspect
 
 from hypann.oracles.base import EuclideanOracle
-from hypann.oracles.spec import parse_kwargs, parse_value  # noqa: F401 - parse_value: public here too
+from hypann.oracles.spec import parse_value  # noqa: F401 - public here too (the CLI reads --param values)
 
 # The oracles shipped with hypann, by the import path of their class: a saved
 # index names them by spec only. The classes of this layer are imported on first
@@ -137,18 +138,6 @@ def _resolve(name: str):
     return target
 
 
-def _settings_of(cls) -> list[str]:
-    """Names of the keyword settings ``cls.__init__`` takes (none for ``object.__init__``)."""
-    if cls.__init__ is object.__init__:
-        return []
-    params = inspect.signature(cls.__init__).parameters.values()
-    return [p.name for p in params if p.kind == p.KEYWORD_ONLY or (p.kind == p.POSITIONAL_OR_KEYWORD and p.name != "self")]
-
-
-def _accepts_random_state(cls) -> bool:
-    return "random_state" in _settings_of(cls)
-
-
 def make_oracle(spec, *, random_state=None) -> EuclideanOracle:
     """Build an (unfitted) oracle from a spec string or return an oracle instance as is.
 
@@ -165,20 +154,9 @@ def make_oracle(spec, *, random_state=None) -> EuclideanOracle:
     if not isinstance(spec, str):
         raise TypeError(f"oracle must be a spec string or an EuclideanOracle, got {type(spec).__name__}")
     name, _, args = spec.partition(":")
-    cls = _resolve(name.strip())
-    if hasattr(cls, "from_spec_args"):
-        return cls.from_spec_args(args)
-    kwargs = parse_kwargs(args, where=f"oracle spec {spec!r}")
-    allowed = _settings_of(cls)
-    unknown = sorted(set(kwargs) - set(allowed))
-    if unknown:
-        raise ValueError(
-            f"bad settings for oracle {name!r} in spec {spec!r}: unknown option(s) {unknown}; "
-            f"allowed: {allowed or 'none'}"
-        )
-    if random_state is not None and "random_state" not in kwargs and _accepts_random_state(cls):
-        kwargs["random_state"] = random_state
-    try:
-        return cls(**kwargs)
-    except TypeError as exc:
-        raise ValueError(f"bad settings for oracle {name!r} in spec {spec!r}: {exc}") from None
+    name = name.strip()
+    cls = _resolve(name)
+    if not (inspect.isclass(cls) and issubclass(cls, EuclideanOracle)):
+        raise TypeError(f"oracle {name!r} is registered to {cls!r}, not a subclass of "
+                        f"hypann.oracles.base.EuclideanOracle")
+    return cls.from_spec_args(args, random_state=random_state, name=name)

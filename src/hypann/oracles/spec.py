@@ -7,6 +7,8 @@ the registry and those oracles free of an import cycle.
 
 from __future__ import annotations
 
+from hypann._params import parse_text
+
 
 def parse_value(text: str):
     """Parse one spec value: int, float, bool, None or string.
@@ -15,21 +17,15 @@ def parse_value(text: str):
     words (``yes``, ``no``, ``on``) stay strings, which boolean settings
     refuse, and ``1`` / ``0`` stay integers.
     """
-    low = text.strip().lower()
-    if low in ("true", "false"):
-        return low == "true"
-    if low == "none":
-        return None
-    for cast in (int, float):
-        try:
-            return cast(text)
-        except ValueError:
-            pass
-    return text.strip()
+    return parse_text(text)
 
 
-def parse_kwargs(args: str, *, where: str) -> dict:
-    """``"a=1,b=x"`` -> ``{"a": 1, "b": "x"}``; raises ValueError naming the bad item."""
+def parse_kwargs(args: str, *, where: str, declared: dict | None = None) -> dict:
+    """``"a=1,b=x"`` -> ``{"a": 1, "b": "x"}``; raises ValueError naming the bad item.
+
+    ``declared`` (``{name: Param}``): a declared setting's value is read by
+    its :meth:`~hypann._params.Param.parse` (a string setting keeps its text).
+    """
     out = {}
     if not args:
         return out
@@ -40,5 +36,5 @@ def parse_kwargs(args: str, *, where: str) -> dict:
         key = key.strip()
         if not key.isidentifier():
             raise ValueError(f"bad setting name {key!r} in {where}")
-        out[key] = parse_value(value)
+        out[key] = declared[key].parse(value) if declared and key in declared else parse_value(value)
     return out

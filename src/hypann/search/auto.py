@@ -39,6 +39,7 @@ from __future__ import annotations
 import numpy as np
 
 from hypann import _validation as V
+from hypann._params import Param
 from hypann.search.base import SearchAlgorithm
 from hypann.search.brute import BruteForceSearch
 from hypann.search.hkdtree_search import HyperbolicKDTreeSearch
@@ -88,16 +89,17 @@ class AutoSearch(SearchAlgorithm):
 
     name = "auto"
     uses_oracle = False
+    build_settings = (
+        Param("leaf_size", "int", 16, "points per leaf of the kd-tree", low=1),
+        Param("sample_size", "int", 64, "indexed points searched to measure the tree's pruning", low=1),
+        Param("scan_fraction", "float", None, "examined fraction above which the scan is chosen "
+              "(default: default_scan_fraction(dim))", low=0.0, high=1.0, low_open=True, none_ok=True),
+    )
 
     def __init__(self, *, leaf_size=16, sample_size=64, scan_fraction=None):
         self.leaf_size = leaf_size
         self.sample_size = sample_size
         self.scan_fraction = scan_fraction
-
-    def _check_settings(self):
-        V.check_positive_int(self.leaf_size, "leaf_size")
-        V.check_positive_int(self.sample_size, "sample_size")
-        V.check_real(self.scan_fraction, "scan_fraction", low=0.0, high=1.0, low_open=True, allow_none=True)
 
     def _threshold(self, dim):
         return default_scan_fraction(dim) if self.scan_fraction is None else float(self.scan_fraction)
@@ -145,7 +147,7 @@ class AutoSearch(SearchAlgorithm):
     # -- delegation ---------------------------------------------------------
     @property
     def supports_removed(self):
-        return getattr(self.chosen_, "supports_removed", False)
+        return self.chosen_.supports_removed
 
     supports_radius = True
 

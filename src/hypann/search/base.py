@@ -11,26 +11,39 @@ from __future__ import annotations
 
 import numpy as np
 
+from hypann import _params
 from hypann import _validation as V
 from hypann.oracles.registry import make_oracle
 
 
 class SearchAlgorithm:
-    """Base class. Subclasses set ``name``, ``uses_oracle``, ``query_params``.
+    """Base class. Subclasses set ``name``, ``uses_oracle``, ``build_settings``, ``query_settings``.
 
-    Subclasses check their constructor settings in :meth:`_check_settings`
-    (called by :meth:`build` and :meth:`restore`) and their query settings in
-    :meth:`check_query_params`.
+    ``build_settings`` declares the keyword-only arguments of ``__init__``
+    and ``query_settings`` the extra keywords of ``search``, once, as
+    :class:`hypann._params.Param` tuples: :meth:`_check_settings` (called by
+    :meth:`build` and :meth:`restore`) and :meth:`check_query_params` check
+    values against them, :func:`hypann.search.registry.make_algorithm` refuses
+    undeclared options, and ``docs/parameters.md`` lists them. Subclasses with
+    a rule across settings extend ``_check_settings`` (calling ``super()``).
     """
 
     name = "base"
     uses_oracle = True
-    #: names of the extra keyword arguments ``search`` accepts
+    #: the constructor's settings, declared once
+    build_settings: tuple = ()
+    #: the extra per-call settings of ``search``
+    query_settings: tuple = ()
+    #: names (and deprecated aliases) of the extra keyword arguments ``search`` accepts,
+    #: derived from ``query_settings``
     query_params: tuple = ()
     #: True when the algorithm keeps the only copy of the points (then it offers
     #: ``points_shape()`` and ``points_in_input_order()``, and
     #: :class:`hypann.HyperbolicIndex` keeps none of its own)
     owns_points = False
+    #: True when ``search`` (and ``search_radius``) take ``removed=`` (one flag per
+    #: built row) and skip those points; otherwise the index filters the answers
+    supports_removed = False
 
     def build(self, points, conformal, *, oracle="kdtree", random_state=None):
         """Index ``points`` (n, d) with stored ``conformal`` (n,); returns self.
@@ -49,12 +62,28 @@ class SearchAlgorithm:
         self._build(points, conformal, oracle)
         return self
 
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "build_settings" not in vars(cls) and "__init__" in vars(cls):
+            cls.build_settings = _params.from_signature(cls.__init__)  # an undeclared subclass: unchecked
+        cls.query_params = _params.accepted_names(cls.query_settings)
+
     def _check_settings(self):
-        """Raise ValueError/TypeError for a bad constructor setting (none by default)."""
+        """Raise ValueError/TypeError for a bad constructor setting (each checked by its declaration)."""
+        for p in self.build_settings:
+            p.check(getattr(self, p.name))
 
     def check_query_params(self, **params) -> dict:
-        """Validated per-call settings (names already checked against ``query_params``)."""
-        return params
+        """Validated per-call settings (names already checked against ``query_params``).
+
+        A deprecated alias is renamed (with a :class:`DeprecationWarning`);
+        each declared setting is checked by its declaration (``None`` means
+        the build's default); other keys (``oracle_params``) pass through.
+        """
+        params = _params.resolve_aliases(self.query_settings, params, f"algorithm {self.name!r}", stacklevel=5)
+        declared = _params.by_name(self.query_settings)
+        return {key: (declared[key].check(value) if key in declared and value is not None else value)
+                for key, value in params.items()}
 
     def _make_oracle(self, oracle):
         """An unbuilt oracle: a spec string is parsed and gets the index's seed
@@ -96,8 +125,10 @@ class SearchAlgorithm:
         return self.build(points, conformal, oracle=oracle, random_state=random_state)
 
     def settings(self) -> dict:
-        """Constructor settings (for saving and ``repr``)."""
-        return {k: v for k, v in vars(self).items() if not k.endswith("_") and not k.startswith("_")}
+        """Constructor settings, ``{name: value}`` in the order of ``build_settings`` (for saving and ``repr``)."""
+        return {p.name: getattr(self, p.name) for p in self.build_settings}
+
+    get_params = settings
 
     def _query_seed(self, random_state):
         """Seed of a search's random choices: the per-call ``random_state`` or, by

@@ -41,9 +41,11 @@ Budget: ``samples <= budget`` per query, exactly, with every built-in oracle
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
-from hypann import _validation as V
+from hypann._params import Param
 from hypann.geometry import _kernels
 from hypann.geometry.poincare import delta_from_dist, dist_from_delta, euclidean_ball_from_delta
 from hypann.oracles.base import UNIT_ROUNDOFF, exact_sq_rtol
@@ -59,8 +61,9 @@ def initial_lower_delta(q_norm, q_conformal, rho):
         return np.where(rho > 0, rho * rho / (q_conformal * a * b), 0.0)
 
 
-def _check_ratio(ratio):
-    return V.check_real(ratio, "ratio", low=1.0, low_open=True)
+#: the approximation factor, a build setting and a per-call one
+RATIO = Param("ratio", "float", 1.1, "approximation factor c > 1 of the paper (the guarantee on the k-th distance)",
+              low=1.0, low_open=True)
 
 
 class BinarySearchSearch(RecenteringSearch):
@@ -77,21 +80,14 @@ class BinarySearchSearch(RecenteringSearch):
     """
 
     name = "binary_search"
-    query_params = ("ratio",)
+    build_settings = (RATIO,)
+    query_settings = (replace(RATIO, default=None, none_ok=True, doc="approximation factor of this call"),)
 
     def __init__(self, *, ratio: float = 1.1):
         self.ratio = ratio
 
-    def _check_settings(self):
-        _check_ratio(self.ratio)
-
-    def check_query_params(self, *, ratio=None, **params):
-        if ratio is not None:
-            params["ratio"] = _check_ratio(ratio)
-        return params
-
     def search(self, queries, q_conformal, k, *, budget=None, ratio=None, oracle_params=None):
-        ratio = _check_ratio(self.ratio if ratio is None else ratio)
+        ratio = RATIO.check(self.ratio if ratio is None else ratio)
         m, dim = queries.shape
         n = self.points_.shape[0]
         certify = self._certifies

@@ -16,7 +16,7 @@ with no allowance; the most promising leaves are examined first.
 
 from __future__ import annotations
 
-from hypann import _validation as V
+from hypann._params import Param
 from hypann.result import SearchStats
 from hypann.search.base import SearchAlgorithm
 from hypann.search.hyperbolic_kdtree import HyperbolicKDTree
@@ -32,12 +32,10 @@ class HyperbolicKDTreeSearch(SearchAlgorithm):
 
     name = "hkdtree"
     uses_oracle = False
+    build_settings = (Param("leaf_size", "int", 16, "points per leaf of the kd-tree", low=1),)
 
     def __init__(self, *, leaf_size: int = 16):
         self.leaf_size = leaf_size
-
-    def _check_settings(self):
-        V.check_positive_int(self.leaf_size, "leaf_size")
 
     #: the tree holds the only copy of the points (permuted into tree order);
     #: :class:`hypann.HyperbolicIndex` keeps none and asks :meth:`points_in_input_order`

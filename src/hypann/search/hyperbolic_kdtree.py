@@ -72,6 +72,7 @@ from typing import NamedTuple
 import numba as nb
 import numpy as np
 
+from hypann._params import Param
 from hypann._validation import (
     check_positive_int,
     check_state_array,
@@ -260,6 +261,16 @@ def _box_sq_mindist(c, lo, hi):
     return s
 
 
+@nb.njit(cache=True, inline="always")
+def _node_delta_bound(q, cq, lo, hi, max_conf, node):
+    """Lower bound of ``delta(q, x)`` over the points ``x`` of ``node``: the one formula of
+    every hyperbolic pruning test (module docstring, "Hyperbolic pruning").
+
+    .. math:: \\frac{\\operatorname{mindist}(q, B)^2}{(1-\\|q\\|^2)\\, c_B}
+    """
+    return _box_sq_mindist(q, lo[node], hi[node]) / (cq * max_conf[node])
+
+
 @nb.njit(cache=True)
 def _grow_pair(keys, nodes, size):
     """Twice-as-large copies of the node buffer pair ``keys``/``nodes`` (first ``size`` entries kept)."""
@@ -421,7 +432,7 @@ def _search_exact_one(pts, conf, perm, lo, hi, left, right, start, end, max_conf
     k = hd.shape[0]
     hb = np.empty(_HEAP_START)
     hn = np.empty(_HEAP_START, dtype=np.int64)
-    size = _heap_push(hb, hn, 0, _box_sq_mindist(q, lo[0], hi[0]) / (cq * max_conf[0]), 0)
+    size = _heap_push(hb, hn, 0, _node_delta_bound(q, cq, lo, hi, max_conf, 0), 0)
     cnt = 0
     stop = limit <= 0
     while size > 0 and not stop:
@@ -444,8 +455,8 @@ def _search_exact_one(pts, conf, perm, lo, hi, left, right, start, end, max_conf
                     insert_sorted(hd, hid, h, perm[t])
             continue
         b = right[node]
-        ba = _box_sq_mindist(q, lo[a], hi[a]) / (cq * max_conf[a])
-        bb = _box_sq_mindist(q, lo[b], hi[b]) / (cq * max_conf[b])
+        ba = _node_delta_bound(q, cq, lo, hi, max_conf, a)
+        bb = _node_delta_bound(q, cq, lo, hi, max_conf, b)
         if size + 2 > hb.shape[0]:
             hb, hn = _grow_pair(hb, hn, size)
         if ba < hd[k - 1]:
@@ -500,7 +511,7 @@ def _range_one(pts, conf, perm, lo, hi, left, right, start, end, max_conf, alive
     while sp > 0:
         sp -= 1
         node = st[sp]
-        if _box_sq_mindist(q, lo[node], hi[node]) / (cq * max_conf[node]) > limit:
+        if _node_delta_bound(q, cq, lo, hi, max_conf, node) > limit:
             continue
         a = left[node]
         if a < 0:
@@ -1089,6 +1100,9 @@ class HyperbolicKDTreeOracle(EuclideanOracle):
     counts_evaluations = True
     supports_budget = True
     thread_safe = True
+    uses_conformal = True
+    supports_tracking = True
+    build_settings = (Param("leaf_size", "int", 16, "points per leaf of the kd-tree", low=1),)
 
     def __init__(self, *, leaf_size: int = 16):
         self.leaf_size = leaf_size
@@ -1098,6 +1112,7 @@ class HyperbolicKDTreeOracle(EuclideanOracle):
 
     def build_with_conformal(self, points, conformal):
         """Index ``points`` with their stored conformal factors (not recomputed); returns self."""
+        self._check_settings()
         points = np.ascontiguousarray(points, dtype=np.float64)
         self.n_points_, self.dim_ = points.shape
         self.tree_ = HyperbolicKDTree(leaf_size=self.leaf_size).build(points, conformal)

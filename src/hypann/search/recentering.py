@@ -40,7 +40,7 @@ oracle calls are unchanged; near the boundary it costs a few calls. The
 result is exact: the distances of float64 brute force (ties in ``delta``
 may be broken differently), at any norm.
 
-Oracles with a ``knn_tracking`` method (the paper's modified kd-tree,
+Oracles declaring ``supports_tracking`` (the paper's modified kd-tree,
 :mod:`hypann.search.hyperbolic_kdtree`) also hand back the hyperbolic best of
 every point they examined; those are merged too, and their exact sample
 counts make a ``budget`` mean what the paper means.
@@ -56,7 +56,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from hypann import _validation as V
+from hypann._params import Param
 from hypann.geometry import _kernels
 from hypann.geometry.poincare import euclidean_ball_from_delta
 from hypann.result import SearchStats
@@ -88,20 +88,17 @@ class RecenteringSearch(SearchAlgorithm):
     """
 
     name = "recentering"
+    build_settings = (
+        Param("two_phase", "bool", True, "recentre on the best first, then on the k-th best (the paper's K-NN scheme)"),
+    )
 
     def __init__(self, *, two_phase: bool = True):
         self.two_phase = two_phase
 
-    def _check_settings(self):
-        V.check_bool(self.two_phase, "two_phase")
-
     def _build(self, points, conformal, oracle):
         self.min_conformal_ = float(conformal.min())
         self.oracle_ = self._make_oracle(oracle)
-        if hasattr(self.oracle_, "build_with_conformal"):
-            self.oracle_.build_with_conformal(points, conformal)
-        else:
-            self.oracle_.build(points, copy=False)  # the index's own array
+        self.oracle_.build_with_conformal(points, conformal)  # the index's own arrays, no copy
 
     @property
     def nbytes(self):
@@ -110,11 +107,11 @@ class RecenteringSearch(SearchAlgorithm):
     @property
     def _certifies(self):
         """Rounding certificates need an exact oracle."""
-        return bool(getattr(self.oracle_, "exact", False))
+        return bool(self.oracle_.exact)
 
     @property
     def supports_radius(self):
-        return bool(getattr(self.oracle_, "exact", False) and getattr(self.oracle_, "supports_radius", False))
+        return bool(self.oracle_.exact and self.oracle_.supports_radius)
 
     def search_radius(self, queries, q_conformal, delta_limits):
         """Exact range search: one Euclidean ball query per hyperbolic ball.
@@ -146,7 +143,7 @@ class RecenteringSearch(SearchAlgorithm):
         when fewer were returned) and the samples charged.
         """
         oracle = self.oracle_
-        if hasattr(oracle, "knn_tracking") and not oracle_params:
+        if oracle.supports_tracking and not oracle_params:
             e_sq, e_ids, h_ids, h_d, samples = oracle.knn_tracking(centers, k, queries, q_conformal, remaining)
             ids = np.hstack([e_ids, h_ids])
             cand_d = _kernels.delta_to_candidates(queries, q_conformal, self.points_, self.conformal_, ids)

@@ -8,8 +8,6 @@ and one branch in :func:`_load`: plain imports, so the import graph (checked by
 
 from __future__ import annotations
 
-import inspect
-
 # name -> defining module (for reading; the import itself is in _load)
 _ALGORITHMS = {
     "auto": "hypann.search.auto",
@@ -60,11 +58,8 @@ def algorithm_class(name: str):
 
 
 def settings_of(cls) -> list[str]:
-    """Names of the keyword settings ``cls.__init__`` takes (none for ``object.__init__``)."""
-    if cls.__init__ is object.__init__:
-        return []
-    params = inspect.signature(cls.__init__).parameters.values()
-    return [p.name for p in params if p.kind == p.KEYWORD_ONLY or (p.kind == p.POSITIONAL_OR_KEYWORD and p.name != "self")]
+    """Names of the build settings ``cls`` declares (``build_settings``), in order."""
+    return [p.name for p in cls.build_settings]
 
 
 def make_algorithm(name: str, params: dict):

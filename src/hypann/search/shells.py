@@ -63,7 +63,7 @@ import copy
 
 import numpy as np
 
-from hypann import _validation as V
+from hypann._params import Param
 from hypann.geometry import _kernels
 from hypann.geometry.bands import (
     ball_meets_shell,
@@ -99,6 +99,13 @@ class SphericalShellSearch(SearchAlgorithm):
 
     name = "shells"
     randomized = False
+    build_settings = (
+        Param("width", "float", 3.0, "multiplicative shell width w > 1 (approximation sqrt(w))", low=1.0, low_open=True),
+        Param("n_shells", "int", None, "number of shells (default: enough for the data's largest norm)", low=1,
+              none_ok=True),
+        Param("eps", "float", 0.0, "the oracle's approximation eps in the decision radius", low=0.0),
+        Param("recenter", "bool", False, "recentre inside each probed shell (exact with an exact oracle)"),
+    )
 
     def __init__(self, *, width: float = 3.0, n_shells: int | None = None, eps: float = 0.0, recenter: bool = False):
         self.width = width
@@ -107,12 +114,6 @@ class SphericalShellSearch(SearchAlgorithm):
         self.recenter = recenter
 
     # ------------------------------------------------------------------ build
-    def _check_settings(self):
-        V.check_real(self.width, "width", low=1.0, low_open=True)
-        V.check_positive_int(self.n_shells, "n_shells", allow_none=True)
-        V.check_real(self.eps, "eps", low=0.0)
-        V.check_bool(self.recenter, "recenter")
-
     def _build(self, points, conformal, oracle):
         w = float(self.width)
         shell = shell_of(conformal, w)
@@ -144,7 +145,7 @@ class SphericalShellSearch(SearchAlgorithm):
         """An unbuilt oracle for one shell: a spec string gets the index's seed
         (the same for every shell, so LSH shares its hyperplanes across shells)."""
         o = self._make_oracle(oracle) if isinstance(oracle, str) else copy.deepcopy(oracle)
-        if hasattr(o, "for_shell"):
+        if o.adapts_per_shell:
             o = o.for_shell(shell, width)
         return o
 
@@ -167,7 +168,7 @@ class SphericalShellSearch(SearchAlgorithm):
         if oracle is None:
             return
         stats.extra["shells_probed"][rows] += 1
-        certify = self.recenter and bool(getattr(oracle, "exact", False))
+        certify = self.recenter and bool(oracle.exact)
         shell_ids = self.shell_ids_[b - 1]
         dim = queries.shape[1]
         centers = queries[rows]
@@ -284,12 +285,10 @@ class RandomizedShellSearch(SphericalShellSearch):
 
     name = "random_shells"
     randomized = True
-    query_params = ("random_state",)
-
-    def check_query_params(self, *, random_state=None, **params):
-        if random_state is not None:
-            params["random_state"] = V.check_seed(random_state, "random_state")
-        return params
+    query_settings = (
+        Param("random_state", "seed", None, "seed of this call's random choices (default: fixed at build time)",
+              none_ok=True),
+    )
 
     def _build(self, points, conformal, oracle):
         super()._build(points, conformal, oracle)
