@@ -12,7 +12,10 @@ and ``queries`` held-out queries (same generator), k = 10, one numba thread:
   Euclidean top-k) instead of the compiled loop, timed at the algorithm
   level, as is the compiled loop in the ``note`` of this row, so the two are
   comparable: does the compiled loop pay?
-* ``hkdtree`` -- the exact kd-tree, for its fraction of points examined.
+* ``hkdtree`` -- the exact kd-tree, for its fraction of points examined;
+* with ``--variants``: the defaults with ``recenter=True`` (per-shell rounds
+  with recentring), and the paper's LSH (5 tables x 15, ``granularity=auto``)
+  with and without ``recenter=True``.
 
 Speed is a multiple of float64 numpy brute force
 (:func:`hypann.eval.numpy_brute.numpy_brute_knn`) on ``--brute-queries``
@@ -24,6 +27,8 @@ distance (ties at duplicates count). ``fraction`` is the mean of
 Usage::
 
     NUMBA_NUM_THREADS=1 python benchmarks/shells_families.py --n 20000
+    NUMBA_NUM_THREADS=1 python benchmarks/shells_families.py --dim 100 --queries 300 \
+        --brute-queries 50 --families gaussian_mixture,hierarchical_tree --variants
 """
 
 from __future__ import annotations
@@ -41,15 +46,21 @@ from hypann.eval.numpy_brute import numpy_brute_knn
 from hypann.geometry.poincare import conformal_factor
 
 K = 10
-DIM = 10
+PAPER_LSH = "lsh:tables=5,bits=15,granularity=auto,probe=1"
+VARIANTS = [
+    ("defaults, recenter=True", {"oracle": "lsh", "recenter": True}),
+    ("paper lsh", {"oracle": PAPER_LSH}),
+    ("paper lsh, recenter=True", {"oracle": PAPER_LSH, "recenter": True}),
+]
 WORDNET_POINTS = 82_115
 
 
 def run_case(name, args, progress):
+    dim = args.dim
     n = args.n
     if name == "wordnet_nouns":
         n = min(n, WORDNET_POINTS - args.queries)
-    points = make_family(name, n + args.queries, DIM, seed=args.seed)
+    points = make_family(name, n + args.queries, dim, seed=args.seed)
     base_ids, query_ids = holdout_split(len(points), args.queries, seed=args.seed)
     base, queries = points[base_ids], points[query_ids]
     cq = conformal_factor(queries)
@@ -68,6 +79,13 @@ def run_case(name, args, progress):
     tree.search(queries[:4], K)
     alg._search_rounds(queries[:4], cq[:4], K)
 
+    variants = []
+    if args.variants:
+        for label, settings in VARIANTS:
+            t0 = time.perf_counter()
+            index = hypann.HyperbolicIndex(algorithm="shells", random_state=args.seed, n_jobs=1, **settings).build(base)
+            variants.append((label, index, time.perf_counter() - t0))
+            index.search(queries[:4], K)
     runs = {
         "brute": lambda: numpy_brute_knn(queries[:nb], base, K),
         "shells+lsh": lambda: lsh.search(queries, K),
@@ -75,6 +93,8 @@ def run_case(name, args, progress):
         "shells+lsh rounds": lambda: alg._search_rounds(queries, cq, K),
         "hkdtree": lambda: tree.search(queries, K),
     }
+    for label, index, _ in variants:
+        runs[label] = (lambda index: lambda: index.search(queries, K))(index)
     times = {key: [] for key in runs}
     out = {}
     for _ in range(args.repeats):  # round-robin: the methods share the machine's load alike
@@ -84,7 +104,7 @@ def run_case(name, args, progress):
             times[key].append(time.perf_counter() - t0)
     med = {key: float(np.median(v)) for key, v in times.items()}
     brute_qps = nb / med["brute"]
-    case = {"family": name, "dim": DIM, "n": len(base), "numpy_brute_qps": brute_qps}
+    case = {"family": name, "dim": dim, "n": len(base), "numpy_brute_qps": brute_qps}
 
     def row(method, dist, stats, seconds, build_s, note=""):
         frac = stats.extra.get("fraction_examined", stats.samples / len(base))
@@ -109,6 +129,9 @@ def run_case(name, args, progress):
                     f"compiled loop {ratio:.1f}x faster on the same tables"))
     res = out["hkdtree"]
     rows.append(row("hkdtree (exact)", res.distances, res.stats, med["hkdtree"], tree_build))
+    for label, index, build_s in variants:
+        res = out[label]
+        rows.append(row(label, res.distances, res.stats, med[label], build_s))
     return rows
 
 
@@ -120,7 +143,9 @@ def main(argv=None):
     ap.add_argument("--families", default=",".join(FAMILIES))
     ap.add_argument("--repeats", type=int, default=3, help="round-robin timings per method (median kept)")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", default="shells_families", help="name of the results/<out>.json file")
+    ap.add_argument("--dim", type=int, default=10)
+    ap.add_argument("--variants", action="store_true", help="also recenter=True and the paper's LSH constants")
+    ap.add_argument("--out", default=None, help="name of the results/<out>.json file (default shells_families_<dim>d)")
     args = ap.parse_args(argv)
 
     def progress(msg):
@@ -130,12 +155,12 @@ def main(argv=None):
     t_start = time.perf_counter()
     for name in args.families.split(","):
         family = FAMILIES[name]
-        if family.dims is not None and DIM not in family.dims:
+        if family.dims is not None and args.dim not in family.dims:
             continue
         rows += run_case(name, args, progress)
-    columns = ["family", "n", "method", "recall_at_10", "speedup", "fraction", "build_s", "note"]
+    columns = ["family", "dim", "n", "method", "recall_at_10", "speedup", "fraction", "build_s", "note"]
     print(markdown_table(rows, columns))
-    path = write_json(args.out, {"args": vars(args), "rows": rows, "seconds": time.perf_counter() - t_start})
+    path = write_json(args.out or f"shells_families_{args.dim}d", {"args": vars(args), "rows": rows, "seconds": time.perf_counter() - t_start})
     print(f"wrote {path}")
 
 

@@ -147,6 +147,18 @@ class SphericalShellSearch(SearchAlgorithm):
         decision radius.
     recenter : bool, default False
         Recentre inside each probed shell (exact with an exact oracle).
+        With an LSH oracle it keeps the per-shell rounds instead of the
+        compiled loop.
+
+    Attributes
+    ----------
+    lsh_choice_ : dict or None
+        With an LSH oracle whose settings come from the data: the chosen
+        ``alpha``, ``bits``, ``tables``, the predicted ``recall`` and points
+        ``examined`` per query (``fraction`` of n), ``shells_per_query`` and
+        the ``sample_recall`` the built tables reached on the build sample.
+    lsh_pack_ : dict or None
+        The arrays of the compiled all-shell loop (None: per-shell rounds).
     """
 
     name = "shells"
