@@ -406,6 +406,14 @@ def choose_hash_parameters(near_s, far_s, far_weight, dim, target_recall, *, she
     return best
 
 
+def _sample_distances(A, B):
+    """Euclidean distances (len(A), len(B)) by the expanded form ``|a|^2 + |b|^2 - 2 a.b``
+    (one matrix product, no (len(A), len(B), d) array). Only for the cost model of the
+    "auto" choice, where a relative error near ``1e-8`` of the largest norm is harmless."""
+    sq = (A * A).sum(axis=1)[:, None] + (B * B).sum(axis=1)[None, :] - 2.0 * (A @ B.T)
+    return np.sqrt(np.maximum(sq, 0.0))
+
+
 def _positive_median(kth, near, far):
     """Median of the positive k-th neighbour distances; falls back to any positive
     neighbour distance, then any positive distance, then 1 (all points equal)."""
@@ -635,7 +643,7 @@ class LSHOracle(EuclideanOracle):
         # Euclidean k-NN of the sample (itself dropped: column 0 is at distance 0)
         near = np.sqrt(BruteForceOracle().build(points, copy=False).knn(sample, k + 1).sq_dist[:, 1:])
         far_ids = rng.choice(n, min(n, AUTO_FAR_SAMPLE), replace=False)
-        far = np.sqrt(((sample[:, None, :] - points[None, far_ids, :]) ** 2).sum(axis=2)).ravel()
+        far = _sample_distances(sample, points[far_ids]).ravel()
         if self.granularity == "data":
             sigma = _positive_median(near[:, -1], near, far)
             alphas = AUTO_ALPHAS

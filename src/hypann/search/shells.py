@@ -114,6 +114,7 @@ from hypann.oracles.lsh import (
     MAX_BUCKET_COORDINATE,
     LSHOracle,
     _find_bucket,
+    _sample_distances,
     choose_hash_parameters,
 )
 from hypann.result import SearchStats
@@ -253,7 +254,7 @@ class SphericalShellSearch(SearchAlgorithm):
             probed = (lb <= kth[:, None] * (1 + 1e-9)) & nonempty[None, :]
             near_s = np.linalg.norm(points[sid][:, None, :] - points[nn_ids], axis=2) / sigma[shell[nn_ids]]
             far_ids = rng.choice(n, min(n, AUTO_FAR_SAMPLE), replace=False)
-            far_c = np.sqrt(((points[sid][:, None, :] - points[None, far_ids, :]) ** 2).sum(axis=2))
+            far_c = _sample_distances(points[sid], points[far_ids])
             mask = probed[:, shell[far_ids]]
             far_s = (far_c / sigma[shell[far_ids]][None, :])[mask]
             weight = np.full(far_s.size, n / far_ids.size / sid.size)
