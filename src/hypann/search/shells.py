@@ -71,10 +71,14 @@ must reach ``target_recall``, the shells whose hyperbolic norms come within
 their 10th distance are the shells they probe, and 2,048 random points of
 those shells give the predicted points examined;
 :func:`~hypann.oracles.lsh.choose_hash_parameters` picks
-:math:`(\\alpha, m, T)` (``stats``: ``lsh_choice_``).
+:math:`(\\alpha, m, T)`. The built tables are then searched with the sample;
+while its recall is below ``target_recall`` (the model is an average over
+random hyperplanes, the drawn ones may fall short), tables are added
+(x1.5, at most 64). The choice is recorded in ``lsh_choice_``.
 
 Compiled query loop: when every shell holds an LSH oracle (sharing its
-hyperplanes) and ``recenter`` is False, :meth:`SphericalShellSearch.search`
+hyperplanes, ``max_candidates=None``), ``recenter`` is False and no
+``oracle_params`` are given, :meth:`SphericalShellSearch.search`
 runs one compiled kernel per batch instead of the per-shell rounds above.
 Each query is projected once; shells are visited in increasing order of the
 lower bound :math:`\\ell_b = \\max(0, H_{b-1} - h_q, h_q - H_b)` on the
@@ -83,8 +87,9 @@ the search stops at the first shell with :math:`\\ell_b` above the current
 k-th distance (Check-Intersection). Every candidate of every probed bucket
 is ranked by its *hyperbolic* ``delta`` rather than the shell's Euclidean
 top-k, which removes the ``sqrt(w)`` loss of Theorem 3 for the points LSH
-finds (so recentring is not needed for accuracy there).
-``stats.extra["fraction_examined"]`` is ``samples / n``.
+finds (so recentring is not needed for accuracy there). A query whose
+buckets held fewer than ``k`` points scans whole shells in the same order
+until it has ``k``. ``stats.extra["fraction_examined"]`` is ``samples / n``.
 """
 
 from __future__ import annotations
