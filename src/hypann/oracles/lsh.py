@@ -81,6 +81,45 @@ applies the paper's granularity rule :math:`g = \\min(w^i, 10000)` (the cap is
 bucket width :math:`2 w^{-i}` follows the scale :math:`1-\\|x\\|^2` of
 Euclidean distances between hyperbolic neighbours in that shell.
 
+Parameters derived from the data
+--------------------------------
+``tables="auto"``, ``bits="auto"`` and ``granularity="data"`` (the defaults)
+are chosen at build time from a sample, by :func:`choose_hash_parameters`.
+A pair at Euclidean distance :math:`c` projects onto a random unit vector
+as :math:`c\\,|r_1|`, with :math:`r_1^2 \\sim \\mathrm{Beta}(1/2, (d-1)/2)`
+(the first coordinate of a uniform unit vector). With the random offset, one
+hash puts the pair in the same bucket with probability
+:math:`p_0(s) = \\mathrm E\\,\\max(0, 1 - s|r_1|)` and in adjacent buckets
+(a multi-probe hit) with probability :math:`p_1(s) = \\mathrm E\\,\\mathrm{tri}(s|r_1|)`
+(:math:`\\mathrm{tri}(t) = t` on [0, 1], :math:`2 - t` on [1, 2], 0 beyond),
+where :math:`s = c / W`. A table of :math:`m` independent hashes then
+catches the pair with probability
+
+.. math::
+
+    P(s) = p_0^m + \\mathrm{probe}\\cdot m\\, p_1\\, p_0^{m-1},
+
+and :math:`T` tables with :math:`1 - (1 - P)^T`. The bucket width is
+:math:`W = \\alpha\\,\\sigma`, with :math:`\\sigma` the median Euclidean distance
+of a sampled point to its ``sample_k``-th nearest neighbour. Over a grid of
+:math:`(\\alpha, m)` the smallest :math:`T` whose predicted recall (the mean
+of :math:`1 - (1-P)^T` over the sampled neighbour pairs) reaches
+``target_recall`` is taken, and of those settings the one with the lowest
+predicted cost per query,
+
+.. math::
+
+    \\sum_{x} \\big(1 - (1 - P(s_x))^T\\big)
+    \\;+\\; c_{look}\\, S\\, T\\, (1 + 2m\\cdot\\mathrm{probe}) \\;+\\; T m,
+
+(expected points examined, estimated on a random sample of points; bucket
+lookups, :math:`S` the shells probed per query, 1 for a lone oracle, and
+:data:`LOOKUP_COST` the measured cost of a lookup in point evaluations;
+the projections). :class:`~hypann.search.shells.SphericalShellSearch` makes
+the same choice across its shells, with one :math:`\\sigma` per shell and
+the neighbours taken in hyperbolic distance. The choice depends only on the
+points and ``random_state``.
+
 References
 ----------
 M. Datar, N. Immorlica, P. Indyk, V. Mirrokni, *Locality-sensitive hashing
@@ -101,8 +140,9 @@ from hypann._params import Param
 from hypann._validation import ParameterTypeError, check_bool, check_positive_int, check_real, check_seed
 from hypann.geometry._kernels import insert_sorted, sq_dist_row
 from hypann.oracles.base import EuclideanNeighbors, EuclideanOracle
+from hypann.oracles.brute import BruteForceOracle
 
-__all__ = ["LSHOracle", "MAX_GRANULARITY"]
+__all__ = ["LSHOracle", "MAX_GRANULARITY", "choose_hash_parameters"]
 
 #: Cap of the paper's per-shell granularity rule ``g = min(w**i, 10000)``.
 MAX_GRANULARITY = 10000.0
@@ -110,6 +150,30 @@ MAX_GRANULARITY = 10000.0
 # Largest granularity accepted: bucket coordinates r.x * g/2 + u stay below
 # 2**52, where float64 still holds every integer (and int64 keys cannot wrap).
 MAX_BUCKET_COORDINATE = 2.0**52
+
+#: Cost of one bucket lookup (key, hash slot, bucket bounds) in point
+#: evaluations, used by :func:`choose_hash_parameters` (measured: a lookup
+#: costs about as much as two 10-D distance evaluations).
+LOOKUP_COST = 2.0
+
+#: Grids searched by :func:`choose_hash_parameters`.
+AUTO_ALPHAS = tuple(float(2.0 ** (i / 2.0)) for i in range(-2, 9))  # W / sigma from 0.5 to 16
+AUTO_MAX_BITS = 16
+AUTO_MAX_TABLES = 64
+
+# Bin edges of the distances compressed by _compress.
+_COMPRESS_EDGES = np.geomspace(1e-6, 1e6, 1025)
+
+# Quantile nodes of |r_1| and the s grid of the tabulated collision probabilities.
+_N_NODES = 256
+_S_GRID = np.concatenate([[0.0], np.geomspace(1e-4, 1e5, 1024)])
+
+#: Neighbours per sampled point in the "auto"/"data" choice (recall@10).
+AUTO_SAMPLE_K = 10
+#: Random points whose distances to the sample estimate the points examined.
+AUTO_FAR_SAMPLE = 2048
+# Stream of the sample, apart from the hyperplanes' streams (random_state, t).
+_SAMPLE_STREAM = 2**40 + 11
 
 # 2^64 / golden ratio, odd: multiplier of the Fibonacci hashing of bucket keys.
 _FIB = np.uint64(0x9E3779B97F4A7C15)
@@ -245,18 +309,139 @@ def _collect(Q, X, pkeys, ptab, hoff, hbits, hkeys, hbucket, bstart, bids, k, ma
     return out_i, out_d, evals
 
 
+def _collision_tables(dim):
+    """``p_0(s)``, ``p_1(s)`` on :data:`_S_GRID` for unit projections in ``dim`` dimensions."""
+    if dim <= 1:
+        a = np.ones(_N_NODES)
+    else:
+        from scipy.stats import beta
+
+        a = np.sqrt(beta.ppf((np.arange(_N_NODES) + 0.5) / _N_NODES, 0.5, (dim - 1) / 2.0))
+    t = _S_GRID[:, None] * a[None, :]  # projected difference in bucket widths
+    p0 = np.maximum(0.0, 1.0 - t).mean(axis=1)
+    p1 = np.where(t <= 1.0, t, np.maximum(0.0, 2.0 - t)).mean(axis=1)
+    return p0, p1
+
+
+def _collision(s, table):
+    """Interpolate a collision table at distances ``s`` (in bucket widths); 0 beyond the grid."""
+    return np.interp(s, _S_GRID, table, right=0.0)
+
+
+def _compress(s, weight):
+    """Distances binned on a log scale (2.7% wide bins, 1e-6..1e6; zero and beyond kept apart):
+    ``(representative distances, summed weights)`` of the non-empty bins."""
+    s = np.asarray(s, dtype=np.float64)
+    weight = np.broadcast_to(np.asarray(weight, dtype=np.float64), s.shape)
+    edges = np.log(_COMPRESS_EDGES)
+    with np.errstate(divide="ignore"):
+        pos = np.searchsorted(edges, np.log(s))  # 0: below 1e-6 (incl. 0), len(edges): beyond 1e6
+    sums = np.bincount(pos, weights=weight, minlength=edges.size + 1)
+    centres = np.concatenate([[0.0], np.exp((edges[:-1] + edges[1:]) / 2), [np.inf]])
+    keep = sums > 0
+    return centres[keep], sums[keep]
+
+
+def choose_hash_parameters(near_s, far_s, far_weight, dim, target_recall, *, shells_per_query=1.0,
+                           tables="auto", bits="auto", probe=1, alphas=AUTO_ALPHAS):
+    """Bucket-width factor, hash length and table count from sampled distances.
+
+    Parameters
+    ----------
+    near_s : ndarray
+        Distances of sampled (query, true neighbour) pairs, each divided by
+        the scale :math:`\\sigma` its bucket width is a multiple of.
+    far_s, far_weight : ndarray
+        Distances (same units) from the sampled queries to a random sample
+        of the points they would search, and how many points each stands for
+        per query (so that ``far_weight.sum()`` is the points per query).
+    dim : int
+        Dimension (the distribution of ``|r_1|``).
+    target_recall : float
+        Wanted mean probability of finding a sampled neighbour.
+    shells_per_query : float
+        Mean number of tables sets (shells) a query probes.
+    tables, bits : int or "auto"
+        Fixed values are kept; "auto" is searched (1..64, 1..16).
+    probe : {0, 1}
+        Multi-probe setting (fixed).
+    alphas : sequence of float
+        Candidate bucket widths ``W = alpha * sigma``.
+        Distances are binned on a log scale (bins 2.7% wide) first, so the
+        grid search costs the same for any sample size.
+
+    Returns
+    -------
+    dict
+        ``alpha``, ``tables``, ``bits``, ``recall`` (predicted) and
+        ``examined`` (predicted points examined per query). Of the settings
+        whose predicted recall reaches ``target_recall``, the one of least
+        predicted cost (module docstring); when none does, the one of
+        highest predicted recall.
+    """
+    p0_tab, p1_tab = _collision_tables(int(dim))
+    near_s, near_w = _compress(near_s, 1.0)
+    far_s, far_weight = _compress(far_s, far_weight)
+    near_w = near_w / max(near_w.sum(), 1.0)
+    bit_grid = np.arange(1, AUTO_MAX_BITS + 1) if bits == "auto" else np.array([int(bits)])
+    table_grid = np.arange(1, AUTO_MAX_TABLES + 1) if tables == "auto" else np.array([int(tables)])
+    best, best_key = None, None
+    for alpha in alphas:
+        n0, n1 = _collision(near_s / alpha, p0_tab), _collision(near_s / alpha, p1_tab)
+        f0, f1 = _collision(far_s / alpha, p0_tab), _collision(far_s / alpha, p1_tab)
+        for m in bit_grid:
+            pn = n0**m + probe * m * n1 * n0 ** (m - 1)
+            miss = 1.0 - np.minimum(pn, 1.0)
+            recall = 1.0 - (miss[None, :] ** table_grid[:, None]) @ near_w if near_s.size else np.ones(table_grid.size)
+            ok = np.flatnonzero(recall >= target_recall)
+            i = ok[0] if ok.size else int(np.argmax(recall))
+            T = int(table_grid[i])
+            pf = np.minimum(f0**m + probe * m * f1 * f0 ** (m - 1), 1.0)
+            examined = float(np.sum(far_weight * (1.0 - (1.0 - pf) ** T)))
+            cost = examined + LOOKUP_COST * shells_per_query * T * (1 + 2 * m * probe) + T * m
+            key = (0 if ok.size else 1, cost if ok.size else -recall[i], cost)
+            if best_key is None or key < best_key:
+                best_key = key
+                best = {"alpha": float(alpha), "tables": T, "bits": int(m), "recall": float(recall[i]),
+                        "examined": examined}
+    return best
+
+
+def _sample_distances(A, B):
+    """Euclidean distances (len(A), len(B)) by the expanded form ``|a|^2 + |b|^2 - 2 a.b``
+    (one matrix product, no (len(A), len(B), d) array). Only for the cost model of the
+    "auto" choice, where a relative error near ``1e-8`` of the largest norm is harmless."""
+    sq = (A * A).sum(axis=1)[:, None] + (B * B).sum(axis=1)[None, :] - 2.0 * (A @ B.T)
+    return np.sqrt(np.maximum(sq, 0.0))
+
+
+def _positive_median(kth, near, far):
+    """Median of the positive k-th neighbour distances; falls back to any positive
+    neighbour distance, then any positive distance, then 1 (all points equal)."""
+    for values in (kth, near.ravel(), far):
+        pos = values[values > 0]
+        if pos.size:
+            return float(np.median(pos))
+    return 1.0
+
+
 class LSHOracle(EuclideanOracle):
     """p-stable LSH with multi-probe and exact float64 re-ranking (the paper's oracle).
 
     Parameters
     ----------
-    tables : int, default 5
-        Number of hash tables ``T``.
-    bits : int, default 15
-        Random unit vectors (projections) per table ``m``.
-    granularity : float or "auto", default 1.0
+    tables : int or "auto", default "auto"
+        Number of hash tables ``T``; "auto": the fewest that reach
+        ``target_recall`` on a sample (module docstring, at most 64).
+    bits : int or "auto", default "auto"
+        Random unit vectors (projections) per table ``m``; "auto": chosen
+        with ``tables`` (at most 16).
+    granularity : float, "data" or "auto", default "data"
         ``g``: the segment (-1, 1) is cut into ``g`` buckets of width
-        ``W = 2/g``. ``"auto"`` defers to :meth:`for_shell`, which applies the
+        ``W = 2/g``. ``"data"``: ``W = alpha * sigma`` with ``sigma`` the
+        median distance of a sampled point to its 10th nearest neighbour and
+        ``alpha`` chosen with ``tables`` and ``bits`` (module docstring).
+        ``"auto"`` defers to :meth:`for_shell`, which applies the
         paper's ``g = min(w**i, 10000)``; an ``"auto"`` oracle cannot be built
         directly.
     probe : {0, 1}, default 1
@@ -277,7 +462,13 @@ class LSHOracle(EuclideanOracle):
         1,000 goes from 0.80 to 0.99 with ``max_granularity=1e12``).
     random_state : int, default 0
         Seed of the hyperplanes; the same seed gives the same hyperplanes for
-        every shell (hence an int, not None or a Generator).
+        every shell (hence an int, not None or a Generator). It also draws
+        the sample of the "auto"/"data" choice.
+    target_recall : float, default 0.96
+        Predicted recall@10 on the sample that the "auto"/"data" choice aims
+        at (0 < target_recall < 1); unused when all three are fixed.
+    sample_size : int, default 256
+        Sampled points (pseudo-queries) of the "auto"/"data" choice.
 
     Attributes
     ----------
@@ -285,6 +476,12 @@ class LSHOracle(EuclideanOracle):
         The random unit vectors, table ``t`` in rows ``t*bits:(t+1)*bits``.
     granularity_ : float
         The granularity ``g`` in use (bucket width ``2/g``).
+    tables_, bits_ : int
+        The table count and hash length in use.
+    choice_ : dict or None
+        What the "auto"/"data" choice predicted (``alpha``, ``tables``,
+        ``bits``, ``recall``, ``examined`` points per query); None when all
+        three settings were fixed.
 
     Notes
     -----
@@ -320,14 +517,16 @@ class LSHOracle(EuclideanOracle):
     def __init__(
         self,
         *,
-        tables: int = 5,
-        bits: int = 15,
-        granularity: float | str = 1.0,
+        tables: int | str = "auto",
+        bits: int | str = "auto",
+        granularity: float | str = "data",
         probe: int = 1,
         max_candidates: int | None = None,
         offset: bool = True,
         random_state: int = 0,
         max_granularity: float = MAX_GRANULARITY,
+        target_recall: float = 0.96,
+        sample_size: int = 256,
     ):
         self.tables = tables
         self.bits = bits
@@ -337,6 +536,8 @@ class LSHOracle(EuclideanOracle):
         self.offset = offset
         self.random_state = random_state
         self.max_granularity = max_granularity
+        self.target_recall = target_recall
+        self.sample_size = sample_size
 
     # -- settings ---------------------------------------------------------
     def get_params(self) -> dict:
@@ -345,8 +546,15 @@ class LSHOracle(EuclideanOracle):
                 if name != "self"}
 
     def _check_settings(self):
-        check_positive_int(self.tables, "tables")
-        check_positive_int(self.bits, "bits")
+        for name in ("tables", "bits"):
+            value = getattr(self, name)
+            if isinstance(value, str):
+                if value != "auto":
+                    raise ValueError(f"{name} must be a positive integer or 'auto', got {name}={value!r}")
+            else:
+                check_positive_int(value, name)
+        check_real(self.target_recall, "target_recall", low=0.0, high=1.0, low_open=True, high_open=True)
+        check_positive_int(self.sample_size, "sample_size")
         check_positive_int(self.max_candidates, "max_candidates", allow_none=True)
         check_real(self.max_granularity, "max_granularity", low=0.0, high=MAX_BUCKET_COORDINATE, low_open=True)
         if not isinstance(self.probe, Integral) or isinstance(self.probe, (bool, np.bool_)):
@@ -356,8 +564,12 @@ class LSHOracle(EuclideanOracle):
         check_bool(self.offset, "offset")
         check_seed(self.random_state, "random_state", allow_none=False)  # an int: shells share hyperplanes by seed
         if isinstance(self.granularity, str):
+            if self.granularity == "data":
+                return
             if self.granularity != "auto":
-                raise ValueError(f"granularity must be a number > 0 or 'auto', got granularity={self.granularity!r}")
+                raise ValueError(
+                    f"granularity must be a number > 0, 'data' or 'auto', got granularity={self.granularity!r}"
+                )
             raise ValueError(
                 "granularity='auto' is resolved per shell: call for_shell(shell_index, width) "
                 "first, or pass a number"
@@ -391,6 +603,17 @@ class LSHOracle(EuclideanOracle):
                 params["granularity"] = float(width**shell_index)
         return type(self)(**params)
 
+    @property
+    def needs_choice(self) -> bool:
+        """Whether ``tables``, ``bits`` or ``granularity`` is left to the data ("auto"/"data")."""
+        return self.tables == "auto" or self.bits == "auto" or self.granularity == "data"
+
+    def resolved(self, *, tables: int, bits: int, granularity: float) -> LSHOracle:
+        """An unbuilt copy with fixed ``tables``, ``bits`` and ``granularity`` (other settings shared)."""
+        params = self.get_params()
+        params.update(tables=int(tables), bits=int(bits), granularity=float(granularity))
+        return type(self)(**params)
+
     def spec(self) -> str:
         p = self.get_params()
         g = p["granularity"]
@@ -400,7 +623,7 @@ class LSHOracle(EuclideanOracle):
     # -- random functions -------------------------------------------------
     def _hash_functions(self, dim):
         """Unit vectors (T*m, d), offsets (T*m,), odd uint64 multipliers (T, m)."""
-        T, m = self.tables, self.bits
+        T, m = self.tables_, self.bits_
         R = np.empty((T * m, dim))
         u = np.zeros(T * m)
         mult = np.empty((T, m), dtype=np.uint64)
@@ -422,19 +645,49 @@ class LSHOracle(EuclideanOracle):
     def _keys(self, coords_int):
         """Mix integer coordinates (n, T*m) into uint64 keys (n, T), wrapping mod 2**64."""
         n = coords_int.shape[0]
-        c = coords_int.astype(np.int64).view(np.uint64).reshape(n, self.tables, self.bits)
+        c = coords_int.astype(np.int64).view(np.uint64).reshape(n, self.tables_, self.bits_)
         return (c * self._mult[None]).sum(axis=2, dtype=np.uint64)
 
     # -- protocol ---------------------------------------------------------
+    def _choose(self, points):
+        """Fixed ``(tables, bits, granularity)`` for ``points`` from a sample (module docstring)."""
+        n, dim = points.shape
+        rng = np.random.default_rng([int(self.random_state), _SAMPLE_STREAM])
+        k = min(AUTO_SAMPLE_K, n - 1)
+        if k < 1:  # one point or none: one bucket holds everything
+            return {"alpha": 1.0, "tables": 1, "bits": 1, "recall": 1.0, "examined": float(n)}, 1.0
+        sample = points[np.sort(rng.choice(n, min(self.sample_size, n), replace=False))]
+        # Euclidean k-NN of the sample (itself dropped: column 0 is at distance 0)
+        near = np.sqrt(BruteForceOracle().build(points, copy=False).knn(sample, k + 1).sq_dist[:, 1:])
+        far_ids = rng.choice(n, min(n, AUTO_FAR_SAMPLE), replace=False)
+        far = _sample_distances(sample, points[far_ids]).ravel()
+        if self.granularity == "data":
+            sigma = _positive_median(near[:, -1], near, far)
+            alphas = AUTO_ALPHAS
+        else:
+            sigma, alphas = 2.0 / float(self.granularity), (1.0,)
+        choice = choose_hash_parameters(
+            near.ravel() / sigma, far / sigma, np.full(far.size, n / far_ids.size / sample.shape[0]), dim,
+            float(self.target_recall), tables=self.tables, bits=self.bits, probe=int(self.probe), alphas=alphas,
+        )
+        return choice, 2.0 / (choice["alpha"] * sigma)
+
     def _build(self, points):
         self._check_settings()
         n = points.shape[0]
-        T = self.tables
+        self.choice_ = None
+        granularity = self.granularity
+        self.tables_, self.bits_ = self.tables, self.bits
+        if self.needs_choice:
+            self.choice_, granularity = self._choose(points)
+            self.tables_, self.bits_ = self.choice_["tables"], self.choice_["bits"]
+            granularity = min(granularity, MAX_BUCKET_COORDINATE)
+        T = self.tables_
         self._points = points
-        self._scale = float(self.granularity) / 2.0  # 1 / W
+        self._scale = float(granularity) / 2.0  # 1 / W
         self._R, self._u, self._mult = self._hash_functions(points.shape[1])
         self.hyperplanes_ = self._R
-        self.granularity_ = float(self.granularity)
+        self.granularity_ = float(granularity)
         keys = self._keys(np.floor(self._coordinates(points))) if n else np.empty((0, T), np.uint64)
         bkeys, bstart, bids, toff = [], [], np.empty(T * n, dtype=np.int64), [0]
         for t in range(T):
@@ -457,7 +710,7 @@ class LSHOracle(EuclideanOracle):
     def _probes(self, queries, ordered):
         """Probe keys and tables (m, P); neighbour probes query-directed when ``ordered``."""
         mq = queries.shape[0]
-        T, m = self.tables, self.bits
+        T, m = self.tables_, self.bits_
         coords = self._coordinates(queries)
         base = np.floor(coords)
         keys = self._keys(base)  # (mq, T)
