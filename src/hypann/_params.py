@@ -107,6 +107,10 @@ class Param:
                 return value
             return V.check_str(value, name, what=self.what or "a string")
         if self.kind == "int":
+            if isinstance(value, str) and self.extra:
+                if value in self.extra:
+                    return value
+                raise V.ParameterTypeError(f"{name} must be {self.allowed()}, got {name}={value!r}")
             if self.choices:
                 allowed = self.allowed()
                 if not V._is_int(value):

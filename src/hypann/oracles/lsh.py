@@ -499,11 +499,13 @@ class LSHOracle(EuclideanOracle):
     thread_safe = True
     adapts_per_shell = True  # for_shell: granularity="auto" -> the shell's bucket width
     build_settings = (
-        Param("tables", "int", 5, "number of hash tables T", low=1),
-        Param("bits", "int", 15, "random unit vectors (projections) per table m", low=1),
-        Param("granularity", "float", 1.0, "g: buckets of width 2/g; 'auto': the paper's g = min(w**i, max_granularity) "
-              "per shell", low=0.0, high=MAX_BUCKET_COORDINATE, low_open=True, extra=("auto",),
-              what="a number > 0 or 'auto'"),
+        Param("tables", "int", "auto", "number of hash tables T; 'auto': the fewest that reach target_recall on a "
+              "sample", low=1, extra=("auto",), what="a positive integer or 'auto'"),
+        Param("bits", "int", "auto", "random unit vectors (projections) per table m; 'auto': chosen with tables",
+              low=1, extra=("auto",), what="a positive integer or 'auto'"),
+        Param("granularity", "float", "data", "g: buckets of width 2/g; 'data': width from sampled 10th-neighbour "
+              "distances; 'auto': the paper's g = min(w**i, max_granularity) per shell", low=0.0,
+              high=MAX_BUCKET_COORDINATE, low_open=True, extra=("data", "auto"), what="a number > 0, 'data' or 'auto'"),
         Param("probe", "int", 1, "1: also probe the 2m buckets at distance 1; 0: the query's buckets only",
               choices=(0, 1)),
         Param("max_candidates", "int", None, "stop a query after this many distinct candidates", low=1,
@@ -512,6 +514,9 @@ class LSHOracle(EuclideanOracle):
         Param("random_state", "seed", 0, "seed of the hyperplanes (the same for every shell)"),
         Param("max_granularity", "float", MAX_GRANULARITY, "cap of the 'auto' granularity rule", low=0.0,
               high=MAX_BUCKET_COORDINATE, low_open=True),
+        Param("target_recall", "float", 0.96, "predicted recall@10 on the sample that the 'auto'/'data' choice aims at",
+              low=0.0, high=1.0, low_open=True, high_open=True),
+        Param("sample_size", "int", 256, "sampled points (pseudo-queries) of the 'auto'/'data' choice", low=1),
     )
 
     def __init__(
