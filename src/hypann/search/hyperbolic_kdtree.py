@@ -21,8 +21,10 @@ This module provides
 
 Tree layout
 -----------
-Nodes are split at the median of the coordinate of largest spread until they
-hold at most ``leaf_size`` points. Every node stores the tight bounding box of
+Nodes are split along the coordinate of largest spread, at the multiple of
+``leaf_size`` points nearest to the median, until they hold at most
+``leaf_size`` points: every leaf is full except one, so a tree over ``n``
+points has ``2 ceil(n / leaf_size) - 1`` nodes whatever ``n``. Every node stores the tight bounding box of
 its points (``lo``, ``hi``), its range ``[start, end)`` into the permuted
 copy of the points, its children (``-1`` for a leaf) and the *largest*
 conformal factor ``c_B = max_{x in B} (1-|x|^2)`` of its points (that is,
@@ -138,6 +140,28 @@ class KNNResult(NamedTuple):
 # --------------------------------------------------------------------------- build
 
 
+@nb.njit(cache=True, inline="always")
+def _split_count(m, leaf_size):
+    """Points of the left child when a node of ``m > leaf_size`` points is split.
+
+    The multiple of ``leaf_size`` nearest to ``m / 2`` (so at most
+    ``leaf_size / 2`` points from the median), kept within
+    ``[leaf_size, (L - 1) leaf_size]`` for ``L = ceil(m / leaf_size)``: both
+    children are non-empty and, by induction, the node ends in exactly ``L``
+    leaves, all full but the last. Halving at the median instead gives leaves
+    of ``leaf_size / 2`` to ``leaf_size`` points depending on ``n``, up to
+    twice as many nodes and their boxes (``2 d`` coordinates each), which is
+    most of the kd-tree's memory beyond the points.
+    """
+    n_leaves = (m + leaf_size - 1) // leaf_size
+    blocks = (m + leaf_size) // (2 * leaf_size)  # round(m / (2 leaf_size)), halves up
+    if blocks < 1:
+        blocks = 1
+    if blocks > n_leaves - 1:
+        blocks = n_leaves - 1
+    return blocks * leaf_size
+
+
 @nb.njit(cache=True)
 def _build_tree(points, conformal, leaf_size):
     """Median-split kd-tree in flat arrays; returns the arrays of ``_STATE`` and the depth.
@@ -146,8 +170,10 @@ def _build_tree(points, conformal, leaf_size):
     that dtype (a box is the min / max of stored values, so it is exact in it).
     """
     n, d = points.shape
-    half = max(1, (leaf_size + 1) // 2)  # every leaf of a split node holds >= half points
-    max_nodes = 2 * (n // half + 1)
+    # Every split puts a multiple of leaf_size points on the left (see _split_count), so by
+    # induction a node of m points ends in exactly ceil(m / leaf_size) leaves: 2 L - 1 nodes.
+    n_leaves = max(1, (n + leaf_size - 1) // leaf_size)
+    max_nodes = 2 * n_leaves - 1
     lo = np.empty((max_nodes, d), dtype=points.dtype)  # min / max of stored values: exact in their dtype
     hi = np.empty((max_nodes, d), dtype=points.dtype)
     left = np.full(max_nodes, -1, dtype=np.int64)
@@ -206,7 +232,7 @@ def _build_tree(points, conformal, leaf_size):
         order = np.argsort(vals, kind="mergesort")
         for t in range(e - s):
             perm[s + t] = sub[order[t]]
-        mid = s + (e - s) // 2
+        mid = s + _split_count(e - s, leaf_size)
         a = n_nodes
         b = n_nodes + 1
         n_nodes += 2
@@ -672,14 +698,22 @@ def _check_tree_bounds(pts, conf, lo, hi, max_conf, left, right, start, end, bad
                                        f"max_conformal of its leaf {int(leaf_of[t])}")
 
 
+def _compact_permutation(perm):
+    """``perm`` as int32 when every id fits (``n < 2**31``), else unchanged (int64): 4 bytes a point less."""
+    if perm.shape[0] <= np.iinfo(np.int32).max:
+        return perm.astype(np.int32)
+    return perm
+
+
 class HyperbolicKDTree:
     """kd-tree over Poincare points that counts samples and can rank by ``delta``.
 
     Parameters
     ----------
     leaf_size : int, default 16
-        Largest number of points in a leaf. Nodes are split at the median of
-        their widest coordinate.
+        Largest number of points in a leaf. Nodes are split along their
+        widest coordinate, at the multiple of ``leaf_size`` points nearest to
+        the median (every leaf but one is full).
 
     Attributes
     ----------
@@ -687,7 +721,7 @@ class HyperbolicKDTree:
         The points in tree order (a permuted copy, in the dtype given to :meth:`build`).
     conformal_ : ndarray of shape (n,)
         Their stored conformal factors ``1-|x|^2``.
-    indices_ : ndarray of shape (n,), int64
+    indices_ : ndarray of shape (n,), int32 (int64 for ``n >= 2**31``)
         ``points_[t]`` is input row ``indices_[t]``.
     n_nodes_, depth_ : int
 
@@ -719,8 +753,9 @@ class HyperbolicKDTree:
         """
         leaf_size = check_positive_int(self.leaf_size, "leaf_size")
         points, conformal = check_stored_points(points, conformal, allow_float32=True)
-        out = _build_tree(points, conformal, leaf_size)
-        self._set_state(dict(zip(_STATE, out[:-1])))
+        out = dict(zip(_STATE, _build_tree(points, conformal, leaf_size)[:-1]))
+        out["indices"] = _compact_permutation(out["indices"])
+        self._set_state(out)
         return self
 
     def _set_state(self, arrays):
@@ -771,7 +806,8 @@ class HyperbolicKDTree:
 
         Checked, in this order (every failure is a ``ValueError`` naming the field):
 
-        * names: exactly those of :meth:`to_arrays`; dtypes (int64 / float64)
+        * names: exactly those of :meth:`to_arrays`; dtypes (int64 / float64;
+          ``indices`` int32 or int64)
           and shapes consistent with ``n`` points, ``d`` dimensions and
           ``n_nodes`` nodes; ``leaf_size >= 1``;
         * ``points`` finite, ``conformal`` in ``(0, 1]``; ``indices`` a
@@ -825,7 +861,9 @@ class HyperbolicKDTree:
         if full and not np.isfinite(pts).all():
             raise bad("points", f"contains NaN or inf (first at {first_bad(~np.isfinite(pts))})")
         conf = get("conformal", np.float64, (n,))
-        perm = get("indices", np.int64, (n,))
+        # int32 ids (written since they are stored that way, n < 2**31) or int64 (older files, larger n)
+        perm_dtype = np.int32 if getattr(arrays["indices"], "dtype", None) == np.int32 else np.int64
+        perm = get("indices", perm_dtype, (n,))
         if full:
             _check_point_values(pts, conf, perm, points, conformal, bad)
 
