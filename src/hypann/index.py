@@ -269,7 +269,6 @@ class HyperbolicIndex:
         self._conformal = None if owned else conformal
         n, self.dim_ = algo.points_shape() if owned else points.shape
         self.live_ = LiveSet(n, self.dim_, labels)
-        self._plain_labels = labels is None
         log.debug("built %r", self)
         return self
 
@@ -327,17 +326,16 @@ class HyperbolicIndex:
         points, conformal = V.check_points(X, name="X", model=self.model, c=self.c, dim=self.dim_)
         live = self.live_
         if ids is None:
-            start = int(live.labels.max()) + 1 if live.n_rows else 0
+            start = live.next_label()
             labels = np.arange(start, start + points.shape[0], dtype=np.int64)
         else:
             labels = check_ids(ids, points.shape[0])
-            taken = np.isin(labels, live.labels[~live.removed])
+            taken = live.live_label_mask(labels)
             if taken.any():
                 raise ValueError(f"ids already in the index: {labels[taken][:5].tolist()}")
             if live.has_removed_label(labels):
                 self.compact()  # a removed row still holds that id
                 live = self.live_
-            self._plain_labels = False
         if self.storage == "float32":  # stored as the built points are: float32 coordinates (held as float64)
             points = points.astype(np.float32).astype(np.float64)
         live.add(points.copy(), conformal, labels)
@@ -376,7 +374,7 @@ class HyperbolicIndex:
         if self.live_.n_changes == 0:
             return self
         points, conformal, labels = self.live_.live_rows(self.points_, self.conformal_)
-        plain = self._plain_labels and np.array_equal(labels, np.arange(labels.shape[0]))
+        plain = np.array_equal(labels, np.arange(labels.shape[0]))  # row-number ids: no array kept
         self._build_validated(points, conformal, labels=None if plain else labels)
         return self
 
@@ -585,10 +583,7 @@ class HyperbolicIndex:
 
     def _labels_of(self, rows):
         """User ids of ``rows`` (``-1`` stays ``-1``)."""
-        if self._plain_labels and self.live_.identity_labels:
-            return rows
-        labels = self.live_.labels
-        return np.where(rows >= 0, labels[np.maximum(rows, 0)], -1)
+        return self.live_.labels_of(rows)
 
     def _queries(self, Q):
         """Validated queries and their conformal factors; ``Q=None``: the indexed points, bit for bit."""
@@ -645,7 +640,7 @@ class HyperbolicIndex:
         self._check_fitted()
         own = sum(a.nbytes for a in (self._points, self._conformal) if a is not None)
         live = self.live_
-        ids = live.labels.nbytes + live.removed.nbytes + live.added_points.nbytes + live.added_conformal.nbytes
+        ids = live.labels_nbytes + live.removed.nbytes + live.added_points.nbytes + live.added_conformal.nbytes
         return int(own + self.algorithm_.nbytes + ids)
 
     def describe(self) -> str:
