@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import logging
 
 import numpy as np
@@ -257,7 +258,9 @@ class HyperbolicIndex:
             if state:
                 # structural checks only (a memory-mapped file, verify="structure"): for the
                 # algorithms that offer them; the others check their state in full
-                options = {} if full_check or not getattr(algo, "owns_points", False) else {"full_check": False}
+                # (whether it holds the points is only known after the restore: ask its signature)
+                takes_option = "full_check" in inspect.signature(algo.restore).parameters
+                options = {} if full_check or not takes_option else {"full_check": False}
                 algo.restore(points, conformal, state, oracle=oracle, random_state=self.random_state, **options)
             else:
                 algo.build(points, conformal, oracle=oracle, random_state=self.random_state)

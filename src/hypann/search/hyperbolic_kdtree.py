@@ -763,13 +763,13 @@ class HyperbolicKDTree:
             setattr(self, name + "_", np.ascontiguousarray(arrays[name]))
         self.n_points_, self.dim_ = self.points_.shape
         self.n_nodes_ = int(self.left_.shape[0])
-        # depth from the arrays (children always have larger ids than parents)
-        depth = np.zeros(self.n_nodes_, dtype=np.int64)
-        internal = np.flatnonzero(self.left_ >= 0)
-        for node in internal:
-            depth[self.left_[node]] = depth[node] + 1
-            depth[self.right_[node]] = depth[node] + 1
-        self.depth_ = int(depth.max())
+        # depth from the arrays, one level at a time (the arrays form a tree: checked or built here)
+        level, depth = np.zeros(1, dtype=np.int64), -1
+        while level.size:
+            depth += 1
+            inner = level[self.left_[level] >= 0]
+            level = np.concatenate([self.left_[inner], self.right_[inner]])
+        self.depth_ = depth
 
     def to_arrays(self) -> dict:
         """The fitted tree as a dict of arrays (for :func:`numpy.savez`); see :meth:`from_arrays`."""
