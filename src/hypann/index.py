@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import os
 
 import numpy as np
 
@@ -45,6 +46,28 @@ DEFAULT_ORACLE = "kdtree"
 #: which picks the kd-tree or a scan from the kd-tree's measured pruning
 #: (:mod:`hypann.search.auto`).
 DEFAULT_ALGORITHM = "auto"
+
+
+def open_npy(path, *, name="X"):
+    """The array of the ``.npy`` file at ``path``, memory-mapped read-only (no copy is read).
+
+    Raises ``ValueError`` naming ``name`` and the path when the file cannot be
+    read, is not a ``.npy`` file (e.g. a ``.npz`` archive or a hypann index) or
+    holds no 2-D array of real numbers.
+    """
+    shown = os.fspath(path)
+    try:
+        arr = np.load(shown, mmap_mode="r", allow_pickle=False)
+    except (OSError, ValueError, EOFError) as exc:
+        raise ValueError(f"{name}: cannot read {shown!r} as a .npy file of points ({type(exc).__name__}: {exc})") from None
+    if not isinstance(arr, np.ndarray):  # an .npz archive
+        arr.close()
+        raise ValueError(f"{name}: {shown!r} is a .npz archive, not a .npy file of points (save one array with "
+                         f"numpy.save)")
+    if arr.dtype.kind not in "fiu" or arr.ndim != 2:
+        raise ValueError(f"{name}: {shown!r} must hold a 2-D array of real numbers (n_points, n_dims), got "
+                         f"dtype={arr.dtype}, shape={arr.shape}")
+    return arr
 
 
 def check_search_options(algorithm, budget, oracle_params, query_params):
@@ -211,19 +234,24 @@ class HyperbolicIndex:
 
         The index stores its own copy of the (unit-curvature) points, float64
         or float32 (``storage``): ``X`` may be changed or freed afterwards.
-        With ``storage="float32"``, a large ``X`` (e.g. a :class:`numpy.memmap`)
-        is checked and converted in blocks of rows, so no float64 copy of it
-        is made.
+        ``X`` may also be the path of a ``.npy`` file, which is then read
+        through a memory map (:func:`numpy.load` with ``mmap_mode="r"``).
+        A large ``X`` (e.g. a :class:`numpy.memmap`) is checked and converted
+        in blocks of rows straight into the index's copy, so no other copy of
+        it is made; the kd-tree (``"hkdtree"``, ``"auto"``) then puts that
+        copy in its own order instead of copying it again.
         """
         self._check_settings()
-        if self.storage == "float32" and isinstance(X, np.ndarray) and X.ndim == 2 and X.shape[0] > _STORAGE_BLOCK:
+        if isinstance(X, (str, os.PathLike)):
+            X = open_npy(X, name="X")
+        if isinstance(X, np.ndarray) and X.ndim == 2 and X.shape[0] > _STORAGE_BLOCK:
             points, conformal = self._check_points_blockwise(X)
         else:
             points, conformal = V.check_points(X, name="X", model=self.model, c=self.c)
         return self._build_validated(points, conformal)
 
     def _check_points_blockwise(self, X):
-        """:func:`hypann._validation.check_points` of ``X`` block by block, into float32 points.
+        """:func:`hypann._validation.check_points` of ``X`` block by block, into points of the ``storage`` dtype.
 
         The same checks and conformal factors as one call on all of ``X``; a
         bad row is reported by a second call on all of ``X`` (so the message
@@ -231,7 +259,7 @@ class HyperbolicIndex:
         """
         n = X.shape[0]
         dim = X.shape[1] - (self.model == "lorentz")
-        points = np.empty((n, max(dim, 0)), dtype=np.float32)
+        points = np.empty((n, max(dim, 0)), dtype=np.dtype(self.storage))
         conformal = np.empty(n)
         for start in range(0, n, _STORAGE_BLOCK):
             stop = min(start + _STORAGE_BLOCK, n)

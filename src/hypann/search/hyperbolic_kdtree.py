@@ -164,10 +164,11 @@ def _split_count(m, leaf_size):
 
 @nb.njit(cache=True)
 def _build_tree(points, conformal, leaf_size):
-    """Median-split kd-tree in flat arrays; returns the arrays of ``_STATE`` and the depth.
+    """kd-tree in flat arrays: the arrays of ``_STATE`` but the points and conformal factors, and the depth.
 
-    ``points`` may be float32 or float64: the permuted copy and the boxes keep
-    that dtype (a box is the min / max of stored values, so it is exact in it).
+    ``points`` is only read; the caller puts it in tree order (``points[perm]``,
+    or :func:`_gather_rows_in_place`). It may be float32 or float64: the boxes
+    keep that dtype (a box is the min / max of stored values, so it is exact in it).
     """
     n, d = points.shape
     # Every split puts a multiple of leaf_size points on the left (see _split_count), so by
@@ -248,14 +249,7 @@ def _build_tree(points, conformal, leaf_size):
         stack[sp + 1] = a
         sp += 2
 
-    pts = np.empty((n, d), dtype=points.dtype)
-    conf = np.empty(n)
-    for t in range(n):
-        pts[t] = points[perm[t]]
-        conf[t] = conformal[perm[t]]
     return (
-        pts,
-        conf,
         perm,
         lo[:n_nodes].copy(),
         hi[:n_nodes].copy(),
@@ -266,6 +260,35 @@ def _build_tree(points, conformal, leaf_size):
         max_conf[:n_nodes].copy(),
         max_depth,
     )
+
+
+@nb.njit(cache=True)
+def _gather_rows_in_place(points, conformal, perm):
+    """``points[t], conformal[t] = old points[perm[t]], old conformal[perm[t]]`` for all ``t``, in place.
+
+    Follows the cycles of the permutation ``perm`` (one saved row per cycle,
+    one flag per row), so the tree can take over an array its caller owns
+    instead of making a second copy of the points.
+    """
+    n = points.shape[0]
+    done = np.zeros(n, dtype=np.bool_)
+    row = np.empty(points.shape[1], dtype=points.dtype)
+    for i in range(n):
+        if done[i]:
+            continue
+        row[:] = points[i]
+        c = conformal[i]
+        j = i
+        while True:
+            done[j] = True
+            k = perm[j]
+            if k == i:
+                points[j] = row
+                conformal[j] = c
+                break
+            points[j] = points[k]
+            conformal[j] = conformal[k]
+            j = k
 
 
 # --------------------------------------------------------------------------- kernels
@@ -739,7 +762,7 @@ class HyperbolicKDTree:
     def __init__(self, *, leaf_size: int = 16):
         self.leaf_size = leaf_size
 
-    def build(self, points, conformal):
+    def build(self, points, conformal, *, in_place=False):
         """Build the tree on validated float64 or float32 ``points`` (n, d) with their stored ``conformal``.
 
         The tree keeps a permuted copy of ``points`` in their dtype (float32
@@ -747,14 +770,36 @@ class HyperbolicKDTree:
         module docstring), so the caller may drop its own copy and get the
         points back with :meth:`points_in_input_order`.
 
+        Parameters
+        ----------
+        points : ndarray of shape (n, d), float64 or float32
+        conformal : ndarray of shape (n,)
+        in_place : bool, default False
+            Put ``points`` and ``conformal`` themselves in tree order and keep
+            them (no copy) when they are writeable, C-contiguous arrays of the
+            stored dtypes; the caller must not use them afterwards. Otherwise
+            (and by default) the tree makes its own copy.
+
         Returns
         -------
         self
         """
         leaf_size = check_positive_int(self.leaf_size, "leaf_size")
+        given = points, conformal
         points, conformal = check_stored_points(points, conformal, allow_float32=True)
-        out = dict(zip(_STATE, _build_tree(points, conformal, leaf_size)[:-1]))
-        out["indices"] = _compact_permutation(out["indices"])
+        out = dict(zip(_STATE[2:], _build_tree(points, conformal, leaf_size)[:-1]))
+        perm = out["indices"]
+        reuse = in_place and all(  # the caller's own arrays, not converted copies of them
+            isinstance(b, np.ndarray) and b.flags.writeable and a.dtype == b.dtype and a.shape == b.shape
+            and a.flags.c_contiguous and b.flags.c_contiguous and a.ctypes.data == b.ctypes.data
+            for a, b in zip((points, conformal), given))
+        if reuse:
+            points, conformal = given
+            _gather_rows_in_place(points, conformal, perm)
+            out["points"], out["conformal"] = points, conformal
+        else:
+            out["points"], out["conformal"] = points[perm], conformal[perm]
+        out["indices"] = _compact_permutation(perm)
         self._set_state(out)
         return self
 
