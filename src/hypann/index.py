@@ -36,7 +36,7 @@ _ROW_SEEDED = frozenset({"vamana", "random_shells"})
 STORAGE_DTYPES = ("float64", "float32")
 #: Algorithms that accept ``storage="float32"`` (exact against the stored points; see
 #: :class:`HyperbolicIndex`); the others need float64 coordinates.
-FLOAT32_ALGORITHMS = ("auto", "hkdtree", "brute")
+FLOAT32_ALGORITHMS = ("auto", "hkdtree", "brute", "graph")
 #: Rows per block when float32 storage converts the input (see :meth:`HyperbolicIndex.build`).
 _STORAGE_BLOCK = 1 << 16
 #: The Euclidean oracle of oracle-based algorithms when none is given.
@@ -226,7 +226,8 @@ class HyperbolicIndex:
         if self.storage == "float32" and self.algorithm not in FLOAT32_ALGORITHMS:
             raise ValueError(
                 f"storage='float32' is supported by the algorithms {', '.join(map(repr, FLOAT32_ALGORITHMS))} "
-                f"(exact for the stored points), got algorithm={self.algorithm!r}; use storage='float64' with it"
+                f"(exact for the stored points; the graph with exact=True), got algorithm={self.algorithm!r}; "
+                f"use storage='float64' with it"
             )
 
     def build(self, X):

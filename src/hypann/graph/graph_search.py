@@ -19,7 +19,10 @@ pruning bound and then examines every tree node whose lower bound
 
 is below the current k-th best, so the answer equals float64 brute force
 whatever the graph returned. The graph references the index's points (no
-copy); the tree keeps its own copy in tree order, as ``"hkdtree"`` does.
+copy, in memory or in the file); the tree keeps its own copy in tree order,
+as ``"hkdtree"`` does. With ``storage="float32"`` the points are float32 and
+every distance is computed in float64 from them, so ``exact=True`` is exact
+for the stored points, as the kd-tree is.
 Measured (``benchmarks/graph_exact.py``): the best-first kd-tree already
 finds a near-final k-th distance after a few leaves, so the seed saves only
 0-3% of the tree's samples and ``exact=True`` costs about the graph search
@@ -118,12 +121,10 @@ class GraphSearch(SearchAlgorithm):
         return ids, deltas, stats
 
     def get_state(self):
-        state = self.graph_.to_arrays()
-        if not self.exact:
-            return state
-        # the points are the index's own (saved once by the index, shared on load)
-        del state["points"], state["conformal"]
-        state.update({_TREE_PREFIX + name: arr for name, arr in self.tree_.to_arrays().items()})
+        # the points are the index's own: saved once by the index, shared on load
+        state = self.graph_.to_arrays(include_points=False)
+        if self.exact:
+            state.update({_TREE_PREFIX + name: arr for name, arr in self.tree_.to_arrays().items()})
         return state
 
     def restore(self, points, conformal, state, *, oracle=None, random_state=None):
@@ -137,7 +138,6 @@ class GraphSearch(SearchAlgorithm):
                 raise ValueError("graph state with exact=True: the kd-tree arrays ('tree.*') are missing")
             if "points" in state or "conformal" in state:
                 raise ValueError("graph state with exact=True must not hold its own 'points'/'conformal'")
-            state["points"], state["conformal"] = points, conformal
             self.tree_ = HyperbolicKDTree.from_arrays(tree_state, points=points, conformal=conformal)
             if self.tree_.leaf_size != self.tree_leaf_size:
                 raise ValueError(
@@ -146,7 +146,13 @@ class GraphSearch(SearchAlgorithm):
                 )
         elif tree_state:
             raise ValueError(f"graph state with exact=False holds kd-tree arrays {sorted(tree_state)}")
-        self.graph_ = HyperbolicGraphIndex.from_arrays(state)
+        if "points" in state or "conformal" in state:  # files written before the graph shared the index's points
+            for name, mine in (("points", points), ("conformal", conformal)):
+                theirs = np.asarray(state.pop(name, None))
+                if theirs.shape != np.shape(mine) or not np.array_equal(theirs, mine):
+                    raise ValueError(f"graph state '{name}' is not the index's {name}: the file holds two "
+                                     "different copies")
+        self.graph_ = HyperbolicGraphIndex.from_arrays(state, points=points, conformal=conformal)
         if self.graph_.n_points_ != points.shape[0]:
             raise ValueError(f"graph state holds {self.graph_.n_points_} points, the index {points.shape[0]}")
         return self
