@@ -122,3 +122,27 @@ def test_float32_graph_on_float32_input_equals_float64_storage(data):
     np.testing.assert_array_equal(ra.indices, rb.indices)
     np.testing.assert_array_equal(ra.distances, rb.distances)
     assert a.nbytes < b.nbytes
+
+
+def test_older_exact_file_with_the_graph_in_input_order_still_loads(data, built, tmp_path):
+    """exact=True files written before the graph moved onto the kd-tree's copy: points, graph, tree apart."""
+    from hypann.search.hyperbolic_kdtree import HyperbolicKDTree
+
+    X, Q = data
+    plain = built["float64", False]
+    plain.save(tmp_path / "plain.hypann")
+    header, arrays = hio.read_raw(tmp_path / "plain.hypann")
+    tree = HyperbolicKDTree(leaf_size=16).build(plain.points_, plain.conformal_)
+    arrays.update({f"state/tree.{name}": arr for name, arr in tree.to_arrays().items()})
+    header["params"] = {**header["params"], "exact": True}
+    hio.write_raw(tmp_path / "old-exact.hypann", header, arrays)
+    for mmap in (False, True):
+        back = hypann.load(tmp_path / "old-exact.hypann", mmap=mmap)
+        assert not back.algorithm_.owns_points and back.algorithm_.graph_.points_ is back._points
+        ids, deltas = _truth(back, Q, 5)
+        np.testing.assert_array_equal(back.search(Q, 5).distances, dist_from_delta(deltas))
+    flagged = {**arrays, "state/graph_in_tree_order": np.int64(1)}
+    hio.write_raw(tmp_path / "bad.hypann", {**header, "params": {**header["params"], "exact": False}}, flagged)
+    with pytest.raises(ValueError, match=r"graph state 'graph_in_tree_order' must be the integer 1 and only appear "
+                                         r"with exact=True"):
+        hypann.load(tmp_path / "bad.hypann")
