@@ -274,6 +274,31 @@ def test_leaves_are_full_but_one(n, leaf):
     assert np.all(off <= np.maximum(leaf / 2, size[inner] / 2 - 1) + 0.5)
 
 
+def test_parallel_build_gives_the_same_tree_for_any_split_depth_and_thread_count():
+    """Subtrees below depth top_depth are built in parallel; node ids depend on the sizes alone."""
+    import numba
+
+    from hypann.search.hyperbolic_kdtree import _build_tree
+
+    X, cx = _data(17, 3000, 4, n_dup=40)
+    ref = _build_tree(X, cx, 5, 1)
+    before = numba.get_num_threads()
+    try:
+        for threads in sorted({1, min(2, numba.config.NUMBA_NUM_THREADS)}):
+            numba.set_num_threads(threads)
+            for top_depth in (1, 3, 6, 40):
+                got = _build_tree(X, cx, 5, top_depth)
+                for a, b in zip(got, ref):
+                    np.testing.assert_array_equal(a, b)
+    finally:
+        numba.set_num_threads(before)
+    # preorder ids: the left child follows its parent, the right child follows the left subtree
+    perm, lo, hi, left, right, start, end, max_conf, depth = ref
+    inner = np.flatnonzero(left >= 0)
+    np.testing.assert_array_equal(left[inner], inner + 1)
+    np.testing.assert_array_equal(right[inner], inner + 1 + 2 * -(-(end[left[inner]] - start[left[inner]]) // 5) - 1)
+
+
 def test_permutation_is_int32():
     X, cx = _data(3, 500, 4)
     tree = HyperbolicKDTree(leaf_size=8).build(X, cx)

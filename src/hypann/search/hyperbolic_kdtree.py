@@ -162,40 +162,39 @@ def _split_count(m, leaf_size):
     return blocks * leaf_size
 
 
+@nb.njit(cache=True, inline="always")
+def _subtree_nodes(m, leaf_size):
+    """Nodes of the subtree over ``m >= 1`` points: ``2 ceil(m / leaf_size) - 1`` (see :func:`_split_count`)."""
+    return 2 * ((m + leaf_size - 1) // leaf_size) - 1
+
+
 @nb.njit(cache=True)
-def _build_tree(points, conformal, leaf_size):
-    """kd-tree in flat arrays: the arrays of ``_STATE`` but the points and conformal factors, and the depth.
+def _build_subtree(points, conformal, leaf_size, perm, lo, hi, left, right, start, end, max_conf, depth_of, root,
+                   stop_depth, frontier):
+    """Build the subtree of node ``root`` (its ``start``/``end``/``depth_of`` set) in place; serial.
 
-    ``points`` is only read; the caller puts it in tree order (``points[perm]``,
-    or :func:`_gather_rows_in_place`). It may be float32 or float64: the boxes
-    keep that dtype (a box is the min / max of stored values, so it is exact in it).
+    Nodes are numbered in preorder: the left child of ``node`` is ``node + 1``
+    and its right child follows the left child's subtree, whose size depends
+    only on its number of points (:func:`_subtree_nodes`). So every node's id
+    is fixed by the sizes alone, and disjoint subtrees can be built in any
+    order, or in parallel, into the same arrays with the same result.
+
+    With ``stop_depth >= 0`` the nodes at that depth are not processed but
+    written to ``frontier`` (at most ``2**(stop_depth - depth of root)`` of
+    them); returns how many.
     """
-    n, d = points.shape
-    # Every split puts a multiple of leaf_size points on the left (see _split_count), so by
-    # induction a node of m points ends in exactly ceil(m / leaf_size) leaves: 2 L - 1 nodes.
-    n_leaves = max(1, (n + leaf_size - 1) // leaf_size)
-    max_nodes = 2 * n_leaves - 1
-    lo = np.empty((max_nodes, d), dtype=points.dtype)  # min / max of stored values: exact in their dtype
-    hi = np.empty((max_nodes, d), dtype=points.dtype)
-    left = np.full(max_nodes, -1, dtype=np.int64)
-    right = np.full(max_nodes, -1, dtype=np.int64)
-    start = np.zeros(max_nodes, dtype=np.int64)
-    end = np.zeros(max_nodes, dtype=np.int64)
-    depth_of = np.zeros(max_nodes, dtype=np.int64)
-    max_conf = np.empty(max_nodes)
-    perm = np.arange(n)
-
-    stack = np.empty(max_nodes, dtype=np.int64)
-    sp = 0
-    n_nodes = 1
-    start[0] = 0
-    end[0] = n
-    stack[0] = 0
+    d = points.shape[1]
+    stack = np.empty(_subtree_nodes(end[root] - start[root], leaf_size), dtype=np.int64)  # each node pushed once
+    stack[0] = root
     sp = 1
-    max_depth = 0
+    n_front = 0
     while sp > 0:
         sp -= 1
         node = stack[sp]
+        if depth_of[node] == stop_depth:
+            frontier[n_front] = node
+            n_front += 1
+            continue
         s = start[node]
         e = end[node]
         # tight box and largest conformal factor of the node's points
@@ -215,8 +214,6 @@ def _build_tree(points, conformal, leaf_size):
             if c > mc:
                 mc = c
         max_conf[node] = mc
-        if depth_of[node] > max_depth:
-            max_depth = depth_of[node]
         if e - s <= leaf_size:
             continue
         dim = 0
@@ -234,9 +231,8 @@ def _build_tree(points, conformal, leaf_size):
         for t in range(e - s):
             perm[s + t] = sub[order[t]]
         mid = s + _split_count(e - s, leaf_size)
-        a = n_nodes
-        b = n_nodes + 1
-        n_nodes += 2
+        a = node + 1
+        b = a + _subtree_nodes(mid - s, leaf_size)
         left[node] = a
         right[node] = b
         start[a] = s
@@ -248,18 +244,47 @@ def _build_tree(points, conformal, leaf_size):
         stack[sp] = b
         stack[sp + 1] = a
         sp += 2
+    return n_front
 
-    return (
-        perm,
-        lo[:n_nodes].copy(),
-        hi[:n_nodes].copy(),
-        left[:n_nodes].copy(),
-        right[:n_nodes].copy(),
-        start[:n_nodes].copy(),
-        end[:n_nodes].copy(),
-        max_conf[:n_nodes].copy(),
-        max_depth,
-    )
+
+@nb.njit(cache=True, parallel=True)
+def _build_tree(points, conformal, leaf_size, top_depth):
+    """kd-tree in flat arrays: the arrays of ``_STATE`` but the points and conformal factors, and the depth.
+
+    The nodes down to depth ``top_depth`` are built first (serially); the
+    subtrees below them are then built in parallel. Node ids depend only on
+    the sizes of the nodes (preorder, see :func:`_build_subtree`) and every
+    node is split the same way whoever builds it, so the tree is the same for
+    any ``top_depth`` and any number of threads.
+
+    ``points`` is only read; the caller puts it in tree order (``points[perm]``,
+    or :func:`_gather_rows_in_place`). It may be float32 or float64: the boxes
+    keep that dtype (a box is the min / max of stored values, so it is exact in it).
+    """
+    n, d = points.shape
+    # Every split puts a multiple of leaf_size points on the left (see _split_count), so by
+    # induction a node of m points ends in exactly ceil(m / leaf_size) leaves: 2 L - 1 nodes.
+    max_nodes = _subtree_nodes(n, leaf_size)
+    lo = np.empty((max_nodes, d), dtype=points.dtype)  # min / max of stored values: exact in their dtype
+    hi = np.empty((max_nodes, d), dtype=points.dtype)
+    left = np.full(max_nodes, -1, dtype=np.int64)
+    right = np.full(max_nodes, -1, dtype=np.int64)
+    start = np.zeros(max_nodes, dtype=np.int64)
+    end = np.zeros(max_nodes, dtype=np.int64)
+    depth_of = np.zeros(max_nodes, dtype=np.int64)
+    max_conf = np.empty(max_nodes)
+    perm = np.arange(n)
+    end[0] = n
+    cap = max_nodes  # nodes at depth top_depth: at most 2**top_depth, and at most all nodes
+    if top_depth < 62 and (1 << top_depth) < cap:
+        cap = 1 << top_depth
+    frontier = np.empty(cap, dtype=np.int64)
+    n_front = _build_subtree(points, conformal, leaf_size, perm, lo, hi, left, right, start, end, max_conf,
+                             depth_of, 0, top_depth, frontier)
+    for f in nb.prange(n_front):
+        _build_subtree(points, conformal, leaf_size, perm, lo, hi, left, right, start, end, max_conf, depth_of,
+                       frontier[f], -1, frontier[:0])
+    return perm, lo, hi, left, right, start, end, max_conf, depth_of.max()
 
 
 @nb.njit(cache=True)
@@ -787,7 +812,9 @@ class HyperbolicKDTree:
         leaf_size = check_positive_int(self.leaf_size, "leaf_size")
         given = points, conformal
         points, conformal = check_stored_points(points, conformal, allow_float32=True)
-        out = dict(zip(_STATE[2:], _build_tree(points, conformal, leaf_size)[:-1]))
+        # subtrees below depth top_depth are built in parallel (same tree for any value)
+        top_depth = max(1, int(np.ceil(np.log2(4 * nb.get_num_threads()))))
+        out = dict(zip(_STATE[2:], _build_tree(points, conformal, leaf_size, top_depth)[:-1]))
         perm = out["indices"]
         reuse = in_place and all(  # the caller's own arrays, not converted copies of them
             isinstance(b, np.ndarray) and b.flags.writeable and a.dtype == b.dtype and a.shape == b.shape
