@@ -37,8 +37,10 @@ STORAGE_DTYPES = ("float64", "float32")
 #: Algorithms that accept ``storage="float32"`` (exact against the stored points; see
 #: :class:`HyperbolicIndex`); the others need float64 coordinates.
 FLOAT32_ALGORITHMS = ("auto", "hkdtree", "brute", "graph")
-#: Rows per block when float32 storage converts the input (see :meth:`HyperbolicIndex.build`).
+#: Largest rows per block when ``build`` checks and converts a large input (see :meth:`HyperbolicIndex.build`) ...
 _STORAGE_BLOCK = 1 << 16
+#: ... and largest values per block (8 MB of float64), so that a block's temporaries stay small at high d.
+_STORAGE_BLOCK_VALUES = 1 << 20
 #: The Euclidean oracle of oracle-based algorithms when none is given.
 DEFAULT_ORACLE = "kdtree"
 #: The algorithm of ``HyperbolicIndex()``, the scikit-learn estimators and the CLI
@@ -262,8 +264,9 @@ class HyperbolicIndex:
         dim = X.shape[1] - (self.model == "lorentz")
         points = np.empty((n, max(dim, 0)), dtype=np.dtype(self.storage))
         conformal = np.empty(n)
-        for start in range(0, n, _STORAGE_BLOCK):
-            stop = min(start + _STORAGE_BLOCK, n)
+        rows = max(1, min(_STORAGE_BLOCK, _STORAGE_BLOCK_VALUES // max(X.shape[1], 1)))
+        for start in range(0, n, rows):
+            stop = min(start + rows, n)
             try:
                 block, block_conf = V.check_points(X[start:stop], name="X", model=self.model, c=self.c)
             except (ValueError, TypeError):

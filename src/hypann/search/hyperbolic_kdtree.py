@@ -24,7 +24,13 @@ Tree layout
 Nodes are split along the coordinate of largest spread, at the multiple of
 ``leaf_size`` points nearest to the median, until they hold at most
 ``leaf_size`` points: every leaf is full except one, so a tree over ``n``
-points has ``2 ceil(n / leaf_size) - 1`` nodes whatever ``n``. Every node stores the tight bounding box of
+points has ``2 ceil(n / leaf_size) - 1`` nodes whatever ``n``. (Splitting at
+the median instead leaves ``leaf_size / 2`` to ``leaf_size`` points per leaf
+depending on ``n``, and up to twice the nodes; the boxes, ``2 d`` coordinates
+per node, are most of the tree's memory beyond the points.) Nodes are
+numbered in preorder, so a node's id follows from the sizes of the nodes
+alone and the subtrees below the top levels are built in parallel with the
+same result for any number of threads. Every node stores the tight bounding box of
 its points (``lo``, ``hi``), its range ``[start, end)`` into the permuted
 copy of the points, its children (``-1`` for a leaf) and the *largest*
 conformal factor ``c_B = max_{x in B} (1-|x|^2)`` of its points (that is,
