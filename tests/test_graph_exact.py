@@ -117,11 +117,13 @@ def test_graph_exact_save_load_shares_the_points(tmp_path):
     X = ball_points(rng, 1200, 5)
     index = _exact_index(X)
     state = index.algorithm_.get_state()
-    assert "points" not in state and "tree.points" in state  # one copy in the file besides the index's
-    assert index.algorithm_.graph_.points_ is index.points_  # the graph holds no copy
+    assert "points" not in state and "tree.points" in state  # the kd-tree's copy is the only one
+    # the graph holds no copy: it refers to the kd-tree's (and the index keeps none)
+    assert index.algorithm_.graph_.points_ is index.algorithm_.tree_.points_ and index._points is None
+    np.testing.assert_array_equal(index.points_, X)
     index.save(tmp_path / "g.hypann")
     loaded = hypann.HyperbolicIndex.load(tmp_path / "g.hypann")
-    assert loaded.algorithm_.graph_.points_ is loaded.points_
+    assert loaded.algorithm_.graph_.points_ is loaded.algorithm_.tree_.points_ and loaded._points is None
     Q = ball_points(rng, 20, 5)
     a, b = index.search(Q, 6), loaded.search(Q, 6)
     np.testing.assert_array_equal(a.indices, b.indices)

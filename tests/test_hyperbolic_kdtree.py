@@ -257,6 +257,63 @@ def test_tree_arrays_are_well_formed():
         assert tree.max_conformal_[node] == tree.conformal_[s:e].max()
 
 
+@pytest.mark.parametrize("n", [1, 15, 16, 17, 33, 48, 49, 100, 1000, 4097])
+@pytest.mark.parametrize("leaf", [1, 3, 16])
+def test_leaves_are_full_but_one(n, leaf):
+    """Splits at a multiple of leaf_size: ceil(n / leaf) leaves, all full but one, 2 L - 1 nodes."""
+    X, cx = _data(n + leaf, n, 3)
+    tree = HyperbolicKDTree(leaf_size=leaf).build(X, cx)
+    n_leaves = -(-n // leaf)
+    sizes = (tree.end_ - tree.start_)[tree.left_ < 0]
+    assert tree.n_nodes_ == 2 * n_leaves - 1 and sizes.shape == (n_leaves,)
+    assert np.all(sizes >= 1) and np.count_nonzero(sizes == leaf) >= n_leaves - 1
+    # each split is at most leaf/2 points (rounded up) off the median of its node
+    inner = np.flatnonzero(tree.left_ >= 0)
+    size = tree.end_ - tree.start_
+    off = np.abs(size[tree.left_[inner]] - size[inner] / 2)
+    assert np.all(off <= np.maximum(leaf / 2, size[inner] / 2 - 1) + 0.5)
+
+
+def test_parallel_build_gives_the_same_tree_for_any_split_depth_and_thread_count():
+    """Subtrees below depth top_depth are built in parallel; node ids depend on the sizes alone."""
+    import numba
+
+    from hypann.search.hyperbolic_kdtree import _build_tree
+
+    X, cx = _data(17, 3000, 4, n_dup=40)
+    ref = _build_tree(X, cx, 5, 1)
+    before = numba.get_num_threads()
+    try:
+        for threads in sorted({1, min(2, numba.config.NUMBA_NUM_THREADS)}):
+            numba.set_num_threads(threads)
+            for top_depth in (1, 3, 6, 40):
+                got = _build_tree(X, cx, 5, top_depth)
+                for a, b in zip(got, ref):
+                    np.testing.assert_array_equal(a, b)
+    finally:
+        numba.set_num_threads(before)
+    # preorder ids: the left child follows its parent, the right child follows the left subtree
+    perm, lo, hi, left, right, start, end, max_conf, depth = ref
+    inner = np.flatnonzero(left >= 0)
+    np.testing.assert_array_equal(left[inner], inner + 1)
+    np.testing.assert_array_equal(right[inner], inner + 1 + 2 * -(-(end[left[inner]] - start[left[inner]]) // 5) - 1)
+
+
+def test_permutation_is_int32():
+    X, cx = _data(3, 500, 4)
+    tree = HyperbolicKDTree(leaf_size=8).build(X, cx)
+    assert tree.indices_.dtype == np.int32
+    arrays = tree.to_arrays()
+    old = dict(arrays, indices=arrays["indices"].astype(np.int64))  # as files before int32 stored it
+    Q, cq = _queries(3, X, 10)
+    for state in (arrays, old):
+        back = HyperbolicKDTree.from_arrays(state, points=X, conformal=cx)
+        assert back.indices_.dtype == state["indices"].dtype
+        np.testing.assert_array_equal(back.search_exact(Q, cq, 5).ids, tree.search_exact(Q, cq, 5).ids)
+    with pytest.raises(ValueError, match=r"state 'indices': must have dtype int64, got int16"):
+        HyperbolicKDTree.from_arrays(dict(arrays, indices=arrays["indices"].astype(np.int16)))
+
+
 # --------------------------------------------------------------------------- oracle, persistence, errors
 
 

@@ -328,3 +328,25 @@ def test_format3_truncated_and_flipped_files(saved3, tmp_path, mmap_mode):
         got = back.search(_points()[:5], 3)
         np.testing.assert_array_equal(got.indices, want.indices)
         np.testing.assert_array_equal(got.distances, want.distances)
+
+
+@pytest.mark.parametrize("algo", ["auto", "hkdtree"])
+def test_mmap_structure_load_reads_no_point_of_a_tree_index(tmp_path, algo):
+    """verify="structure" skips the per-point checks also behind algorithm="auto" (the default).
+
+    A point mirrored out of its leaf's box, checksums recomputed: the structural
+    load does not look at it (it would have to read every point), the full one
+    does.
+    """
+    params = {"scan_fraction": 1.0} if algo == "auto" else {}  # auto: keep the kd-tree
+    index = hypann.HyperbolicIndex(algorithm=algo, leaf_size=4, **params).build(_points())
+    index.save(tmp_path / "a.hypann")
+    header, arrays = hio.read_raw(tmp_path / "a.hypann")
+    name = "hkdtree.points" if algo == "auto" else "points"
+    arrays = {k: np.array(v) for k, v in arrays.items()}
+    assert f"state/{name}" in arrays
+    arrays[f"state/{name}"][0, 0] *= -1.0  # same norm (the conformal factor still matches), other box
+    hio.write_raw(tmp_path / "moved.hypann", header, arrays)
+    hypann.load(tmp_path / "moved.hypann", mmap=True).search(_points()[:3], 2)
+    with pytest.raises(ValueError, match=r"state '(lo|hi)': the point at position 0 lies outside the box"):
+        hypann.load(tmp_path / "moved.hypann", mmap=True, verify="full")

@@ -118,8 +118,8 @@ CASES = [
     ("index", "bogus", 1, r"bad settings for algorithm 'recentering': .*'bogus'"),
     ("index", "storage", "float16", r"storage must be one of \('float64', 'float32'\), got storage='float16'$"),
     ("index", "storage", 32, r"storage must be one of \('float64', 'float32'\), got storage=32 \(int\)"),
-    ("index", "storage", "float32", r"storage='float32' is supported by the algorithms 'auto', 'hkdtree', 'brute' \(exact for "
-                                    r"the stored points\), got algorithm='recentering'"),
+    ("index", "storage", "float32", r"storage='float32' is supported by the algorithms 'auto', 'hkdtree', 'brute', 'graph' "
+                                    r"\(exact for the stored points; the graph with exact=True\), got algorithm='recentering'"),
     # ---- search
     ("search", "k", 2.0, r"k must be an integer, got float \(2.0\)"),
     ("search", "k", 0, r"k must be in \[1, 60\] \(the number of indexed points\), got k=0"),

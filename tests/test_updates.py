@@ -145,3 +145,41 @@ def test_removed_point_is_not_returned_by_any_algorithm_even_approximate():
         res = index.search(X[:3], k=5)
         assert not np.isin(res.indices, [0, 1, 2]).any()
         assert np.all(res.indices >= 0)
+
+
+def test_row_number_ids_are_not_kept_in_memory_nor_written(tmp_path):
+    """Plain row-number ids hold no array (in memory or in the file) until other ids appear."""
+    from hypann.io import read_raw, write_raw
+
+    rng = np.random.default_rng(11)
+    X = ball_points(rng, 300, 3)
+    index = hypann.HyperbolicIndex(algorithm="hkdtree").build(X)
+    assert index.live_._labels is None and index.live_.labels_nbytes == 0
+    np.testing.assert_array_equal(index.ids_, np.arange(300))
+    index.add(ball_points(rng, 5, 3))  # default ids: the next row numbers, still no array
+    assert index.live_._labels is None
+    index.remove([2, 301])
+    assert index.live_._labels is None
+    np.testing.assert_array_equal(index.ids_, np.setdiff1d(np.arange(305), [2, 301]))
+    assert index.search(X[[0, 1, 3]], k=1).indices[:, 0].tolist() == [0, 1, 3]
+    assert 2 not in index.search(X[2:3], k=5).indices
+    with pytest.raises(ValueError, match=r"no live point with id\(s\) \[2, 305, -1\]"):
+        index.remove([2, 305, -1])
+    with pytest.raises(ValueError, match=r"ids already in the index: \[304\]"):
+        index.add(np.full((1, 3), 0.1), ids=[304])
+    index.add(np.full((1, 3), 0.1), ids=[1000])  # an id other than the next row: a real array
+    assert index.live_._labels is not None and index.live_.labels_nbytes == 8 * 306
+    assert index.search(np.full((1, 3), 0.1), k=1).indices[0, 0] == 1000
+
+    plain = hypann.HyperbolicIndex(algorithm="hkdtree").build(X)
+    plain.save(tmp_path / "plain.hypann")
+    header, arrays = read_raw(tmp_path / "plain.hypann")
+    assert "labels" not in arrays
+    # a file that stores the row numbers as explicit ids (as files did before) still loads, same answers
+    write_raw(tmp_path / "explicit.hypann", header, {**arrays, "labels": np.arange(300, dtype=np.int64)})
+    for path in ("plain.hypann", "explicit.hypann"):
+        for mmap in (False, True):
+            back = hypann.load(tmp_path / path, mmap=mmap)
+            got = back.search(X[:20], k=3)
+            np.testing.assert_array_equal(got.indices, plain.search(X[:20], k=3).indices)
+            np.testing.assert_array_equal(back.ids_, np.arange(300))

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import inspect
 import logging
+import os
 
 import numpy as np
 
@@ -35,9 +37,11 @@ _ROW_SEEDED = frozenset({"vamana", "random_shells"})
 STORAGE_DTYPES = ("float64", "float32")
 #: Algorithms that accept ``storage="float32"`` (exact against the stored points; see
 #: :class:`HyperbolicIndex`); the others need float64 coordinates.
-FLOAT32_ALGORITHMS = ("auto", "hkdtree", "brute")
-#: Rows per block when float32 storage converts the input (see :meth:`HyperbolicIndex.build`).
+FLOAT32_ALGORITHMS = ("auto", "hkdtree", "brute", "graph")
+#: Largest rows per block when ``build`` checks and converts a large input (see :meth:`HyperbolicIndex.build`) ...
 _STORAGE_BLOCK = 1 << 16
+#: ... and largest values per block (8 MB of float64), so that a block's temporaries stay small at high d.
+_STORAGE_BLOCK_VALUES = 1 << 20
 #: The Euclidean oracle of oracle-based algorithms when none is given.
 DEFAULT_ORACLE = "kdtree"
 #: The algorithm of ``HyperbolicIndex()``, the scikit-learn estimators and the CLI
@@ -45,6 +49,28 @@ DEFAULT_ORACLE = "kdtree"
 #: which picks the kd-tree or a scan from the kd-tree's measured pruning
 #: (:mod:`hypann.search.auto`).
 DEFAULT_ALGORITHM = "auto"
+
+
+def open_npy(path, *, name="X"):
+    """The array of the ``.npy`` file at ``path``, memory-mapped read-only (no copy is read).
+
+    Raises ``ValueError`` naming ``name`` and the path when the file cannot be
+    read, is not a ``.npy`` file (e.g. a ``.npz`` archive or a hypann index) or
+    holds no 2-D array of real numbers.
+    """
+    shown = os.fspath(path)
+    try:
+        arr = np.load(shown, mmap_mode="r", allow_pickle=False)
+    except (OSError, ValueError, EOFError) as exc:
+        raise ValueError(f"{name}: cannot read {shown!r} as a .npy file of points ({type(exc).__name__}: {exc})") from None
+    if not isinstance(arr, np.ndarray):  # an .npz archive
+        arr.close()
+        raise ValueError(f"{name}: {shown!r} is a .npz archive, not a .npy file of points (save one array with "
+                         f"numpy.save)")
+    if arr.dtype.kind not in "fiu" or arr.ndim != 2:
+        raise ValueError(f"{name}: {shown!r} must hold a 2-D array of real numbers (n_points, n_dims), got "
+                         f"dtype={arr.dtype}, shape={arr.shape}")
+    return arr
 
 
 def check_search_options(algorithm, budget, oracle_params, query_params):
@@ -203,7 +229,8 @@ class HyperbolicIndex:
         if self.storage == "float32" and self.algorithm not in FLOAT32_ALGORITHMS:
             raise ValueError(
                 f"storage='float32' is supported by the algorithms {', '.join(map(repr, FLOAT32_ALGORITHMS))} "
-                f"(exact for the stored points), got algorithm={self.algorithm!r}; use storage='float64' with it"
+                f"(exact for the stored points; the graph with exact=True), got algorithm={self.algorithm!r}; "
+                f"use storage='float64' with it"
             )
 
     def build(self, X):
@@ -211,19 +238,24 @@ class HyperbolicIndex:
 
         The index stores its own copy of the (unit-curvature) points, float64
         or float32 (``storage``): ``X`` may be changed or freed afterwards.
-        With ``storage="float32"``, a large ``X`` (e.g. a :class:`numpy.memmap`)
-        is checked and converted in blocks of rows, so no float64 copy of it
-        is made.
+        ``X`` may also be the path of a ``.npy`` file, which is then read
+        through a memory map (:func:`numpy.load` with ``mmap_mode="r"``).
+        A large ``X`` (e.g. a :class:`numpy.memmap`) is checked and converted
+        in blocks of rows straight into the index's copy, so no other copy of
+        it is made; the kd-tree (``"hkdtree"``, ``"auto"``) then puts that
+        copy in its own order instead of copying it again.
         """
         self._check_settings()
-        if self.storage == "float32" and isinstance(X, np.ndarray) and X.ndim == 2 and X.shape[0] > _STORAGE_BLOCK:
+        if isinstance(X, (str, os.PathLike)):
+            X = open_npy(X, name="X")
+        if isinstance(X, np.ndarray) and X.ndim == 2 and X.shape[0] > _STORAGE_BLOCK:
             points, conformal = self._check_points_blockwise(X)
         else:
             points, conformal = V.check_points(X, name="X", model=self.model, c=self.c)
         return self._build_validated(points, conformal)
 
     def _check_points_blockwise(self, X):
-        """:func:`hypann._validation.check_points` of ``X`` block by block, into float32 points.
+        """:func:`hypann._validation.check_points` of ``X`` block by block, into points of the ``storage`` dtype.
 
         The same checks and conformal factors as one call on all of ``X``; a
         bad row is reported by a second call on all of ``X`` (so the message
@@ -231,10 +263,11 @@ class HyperbolicIndex:
         """
         n = X.shape[0]
         dim = X.shape[1] - (self.model == "lorentz")
-        points = np.empty((n, max(dim, 0)), dtype=np.float32)
+        points = np.empty((n, max(dim, 0)), dtype=np.dtype(self.storage))
         conformal = np.empty(n)
-        for start in range(0, n, _STORAGE_BLOCK):
-            stop = min(start + _STORAGE_BLOCK, n)
+        rows = max(1, min(_STORAGE_BLOCK, _STORAGE_BLOCK_VALUES // max(X.shape[1], 1)))
+        for start in range(0, n, rows):
+            stop = min(start + rows, n)
             try:
                 block, block_conf = V.check_points(X[start:stop], name="X", model=self.model, c=self.c)
             except (ValueError, TypeError):
@@ -258,7 +291,9 @@ class HyperbolicIndex:
             if state:
                 # structural checks only (a memory-mapped file, verify="structure"): for the
                 # algorithms that offer them; the others check their state in full
-                options = {} if full_check or not getattr(algo, "owns_points", False) else {"full_check": False}
+                # (whether it holds the points is only known after the restore: ask its signature)
+                takes_option = "full_check" in inspect.signature(algo.restore).parameters
+                options = {} if full_check or not takes_option else {"full_check": False}
                 algo.restore(points, conformal, state, oracle=oracle, random_state=self.random_state, **options)
             else:
                 algo.build(points, conformal, oracle=oracle, random_state=self.random_state)
@@ -270,7 +305,6 @@ class HyperbolicIndex:
         self._conformal = None if owned else conformal
         n, self.dim_ = algo.points_shape() if owned else points.shape
         self.live_ = LiveSet(n, self.dim_, labels)
-        self._plain_labels = labels is None
         log.debug("built %r", self)
         return self
 
@@ -328,17 +362,16 @@ class HyperbolicIndex:
         points, conformal = V.check_points(X, name="X", model=self.model, c=self.c, dim=self.dim_)
         live = self.live_
         if ids is None:
-            start = int(live.labels.max()) + 1 if live.n_rows else 0
+            start = live.next_label()
             labels = np.arange(start, start + points.shape[0], dtype=np.int64)
         else:
             labels = check_ids(ids, points.shape[0])
-            taken = np.isin(labels, live.labels[~live.removed])
+            taken = live.live_label_mask(labels)
             if taken.any():
                 raise ValueError(f"ids already in the index: {labels[taken][:5].tolist()}")
             if live.has_removed_label(labels):
                 self.compact()  # a removed row still holds that id
                 live = self.live_
-            self._plain_labels = False
         if self.storage == "float32":  # stored as the built points are: float32 coordinates (held as float64)
             points = points.astype(np.float32).astype(np.float64)
         live.add(points.copy(), conformal, labels)
@@ -377,7 +410,7 @@ class HyperbolicIndex:
         if self.live_.n_changes == 0:
             return self
         points, conformal, labels = self.live_.live_rows(self.points_, self.conformal_)
-        plain = self._plain_labels and np.array_equal(labels, np.arange(labels.shape[0]))
+        plain = np.array_equal(labels, np.arange(labels.shape[0]))  # row-number ids: no array kept
         self._build_validated(points, conformal, labels=None if plain else labels)
         return self
 
@@ -586,10 +619,7 @@ class HyperbolicIndex:
 
     def _labels_of(self, rows):
         """User ids of ``rows`` (``-1`` stays ``-1``)."""
-        if self._plain_labels and self.live_.identity_labels:
-            return rows
-        labels = self.live_.labels
-        return np.where(rows >= 0, labels[np.maximum(rows, 0)], -1)
+        return self.live_.labels_of(rows)
 
     def _queries(self, Q):
         """Validated queries and their conformal factors; ``Q=None``: the indexed points, bit for bit."""
@@ -647,7 +677,7 @@ class HyperbolicIndex:
         self._check_fitted()
         own = sum(a.nbytes for a in (self._points, self._conformal) if a is not None)
         live = self.live_
-        ids = live.labels.nbytes + live.removed.nbytes + live.added_points.nbytes + live.added_conformal.nbytes
+        ids = live.labels_nbytes + live.removed.nbytes + live.added_points.nbytes + live.added_conformal.nbytes
         return int(own + self.algorithm_.nbytes + ids)
 
     def describe(self) -> str:

@@ -197,7 +197,7 @@ def save_index(index, path, *, format_version=FORMAT_VERSION) -> None:
         arrays = {}  # the structure's copy (state/points, state/conformal) is the only one
     else:
         arrays = {"points": np.asarray(index.points_), "conformal": np.asarray(index.conformal_)}
-    if not index._plain_labels:
+    if not index.live_.identity_labels:  # row-number ids are not written (nor kept in memory)
         arrays["labels"] = np.asarray(index.live_.labels)
     arrays.update(state)
     if format_version == 3:

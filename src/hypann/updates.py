@@ -11,6 +11,9 @@ oracle) as built. :class:`LiveSet` records what changed since:
   ``k + (removed built rows)`` neighbours and the removed ones are dropped,
   so exact algorithms stay exact;
 * **labels**: the user's int64 id of every row (by default the row number).
+  While the ids are the row numbers no array is kept (``labels`` is then
+  made on request); adding points with the next row numbers keeps it so, any
+  other ids make the array real.
 
 The answers of the structure and of the buffer are merged by ``delta``. When
 the changes outgrow :data:`REBUILD_FRACTION` of the built points the index
@@ -57,13 +60,14 @@ class LiveSet:
         Rows of the search structure.
     dim : int
     labels : ndarray of shape (n_built,), int64, optional
-        User ids of the built rows (default: ``0 .. n_built-1``).
+        User ids of the built rows (default: ``0 .. n_built-1``, kept as
+        ``None`` -- no array -- until other ids appear).
     """
 
     def __init__(self, n_built, dim, labels=None):
         self.n_built = int(n_built)
         self.dim = int(dim)
-        self.labels = np.arange(n_built, dtype=np.int64) if labels is None else labels
+        self._labels = labels  # None: the id of every row is its row number
         self.removed = np.zeros(n_built, dtype=bool)
         self.n_removed = 0  # kept with `removed`, so searches never count it (O(1) per search)
         self._identity = None  # cached `identity_labels` (None: not known yet)
@@ -86,10 +90,45 @@ class LiveSet:
         return self.added_points.shape[0] + self.n_removed
 
     @property
+    def labels(self) -> np.ndarray:
+        """The id of every row, int64 (n_rows,); a new ``arange`` while the ids are the row numbers."""
+        if self._labels is None:
+            return np.arange(self.n_rows, dtype=np.int64)
+        return self._labels
+
+    @property
+    def labels_nbytes(self) -> int:
+        """Bytes held by the ids (0 while they are the row numbers)."""
+        return 0 if self._labels is None else int(self._labels.nbytes)
+
+    @property
     def identity_labels(self) -> bool:
+        if self._labels is None:
+            return True
         if self._identity is None:  # once per change of the labels, not per search
-            self._identity = bool(np.array_equal(self.labels, np.arange(self.n_rows)))
+            self._identity = bool(np.array_equal(self._labels, np.arange(self.n_rows)))
         return self._identity
+
+    def next_label(self) -> int:
+        """One more than the largest id in use (0 for no rows)."""
+        if self._labels is None:
+            return self.n_rows
+        return int(self._labels.max()) + 1 if self._labels.shape[0] else 0
+
+    def live_label_mask(self, ids) -> np.ndarray:
+        """Per id of ``ids`` (int64): whether it is the id of a live row."""
+        ids = np.asarray(ids, dtype=np.int64)
+        if self._labels is None:
+            inside = (ids >= 0) & (ids < self.n_rows)
+            return inside & ~self.removed[np.where(inside, ids, 0)]
+        return np.isin(ids, self._labels[~self.removed])
+
+    def labels_of(self, rows) -> np.ndarray:
+        """Ids of ``rows`` (int64; ``-1`` stays ``-1``)."""
+        rows = np.asarray(rows, dtype=np.int64)
+        if self._labels is None:
+            return rows
+        return np.where(rows >= 0, self._labels[np.maximum(rows, 0)], -1)
 
     def needs_rebuild(self) -> bool:
         return self.n_changes > max(REBUILD_MIN_CHANGES, REBUILD_FRACTION * self.n_built)
@@ -100,6 +139,12 @@ class LiveSet:
         Labels are distinct over all rows (live or removed), so each id names one row.
         """
         ids = np.asarray(ids, dtype=np.int64)
+        if self._labels is None:  # the id is the row
+            inside = (ids >= 0) & (ids < self.n_rows)
+            found = inside & ~self.removed[np.where(inside, ids, 0)]
+            if not np.all(found):
+                raise ValueError(f"no live point with id(s) {ids[~found][:5].tolist()} in the index")
+            return ids
         if self._sorted is None:
             order = np.argsort(self.labels, kind="stable")
             self._sorted = (self.labels[order], order)
@@ -113,13 +158,17 @@ class LiveSet:
 
     def has_removed_label(self, ids) -> bool:
         """Whether any of ``ids`` labels a removed row (re-adding it needs a rebuild first)."""
-        return bool(np.isin(self.labels[self.removed], ids).any())
+        removed = np.flatnonzero(self.removed) if self._labels is None else self._labels[self.removed]
+        return bool(np.isin(removed, ids).any())
 
     # -- changes -------------------------------------------------------------
     def add(self, points, conformal, labels):
+        labels = np.asarray(labels, dtype=np.int64)
+        n_rows = self.n_rows
+        if not (self._labels is None and np.array_equal(labels, np.arange(n_rows, n_rows + labels.shape[0]))):
+            self._labels = np.concatenate([self.labels, labels])  # ids other than the row numbers: a real array
         self.added_points = np.vstack([self.added_points, points])
         self.added_conformal = np.concatenate([self.added_conformal, conformal])
-        self.labels = np.concatenate([self.labels, labels])
         self.removed = np.concatenate([self.removed, np.zeros(len(labels), dtype=bool)])
         self._tree = None
         self._sorted = None

@@ -95,8 +95,12 @@ def _params(pairs, declared=()):
     return out
 
 
-def _load_array(path, what):
-    """The array in the ``.npy`` file (or single-array ``.npz``) at ``path``; clear errors otherwise."""
+def _load_array(path, what, *, mmap=False):
+    """The array in the ``.npy`` file (or single-array ``.npz``) at ``path``; clear errors otherwise.
+
+    ``mmap=True``: a ``.npy`` file is memory-mapped read-only instead of read
+    (an ``.npz`` member is still read).
+    """
     if os.path.isdir(path):
         raise ValueError(f"cannot read {what} from {path!r}: it is a directory, expected a .npy file")
     try:
@@ -111,6 +115,9 @@ def _load_array(path, what):
 
             if fh.read(len(MAGIC)) == MAGIC:
                 raise ValueError("it is a hypann index file; give a .npy file or an .npz with one array")
+            fh.seek(0)
+            if mmap and fh.read(6) == b"\x93NUMPY":
+                return np.load(path, mmap_mode="r", allow_pickle=False)
             fh.seek(0)
             arr = np.load(fh, allow_pickle=False)
             if isinstance(arr, np.lib.npyio.NpzFile):
@@ -157,7 +164,7 @@ def cmd_build(args):
     import hypann
 
     check_destination(args.output)  # before the build, not after it
-    X = _load_array(args.data, "points")
+    X = _load_array(args.data, "points", mmap=True)  # a .npy file is mapped, not read: the index makes the only copy
     declared = algorithm_class(args.algorithm).build_settings
     settings = dict(oracle=args.oracle, model=args.model, c=args.c, random_state=args.seed,
                     **_params(args.param, declared))

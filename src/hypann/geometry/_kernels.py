@@ -117,10 +117,10 @@ def conformal_factor_curved(X, c):
 
 @nb.njit(cache=True, inline="always")
 def sq_dist_row(q, x):
-    """``|q - x|^2`` from explicit differences."""
+    """``|q - x|^2`` from explicit differences, in float64 also for float32 rows (float32 storage)."""
     s = 0.0
     for j in range(q.shape[0]):
-        t = q[j] - x[j]
+        t = np.float64(q[j]) - np.float64(x[j])
         s += t * t
     return s
 

@@ -18,8 +18,13 @@ pruning bound and then examines every tree node whose lower bound
     \\frac{\\operatorname{mindist}(q, B)^2}{(1-\\|q\\|^2)\\,\\max_{x \\in B}(1-\\|x\\|^2)}
 
 is below the current k-th best, so the answer equals float64 brute force
-whatever the graph returned. The graph references the index's points (no
-copy); the tree keeps its own copy in tree order, as ``"hkdtree"`` does.
+whatever the graph returned. There is one copy of the points, in memory and
+in the file: without ``exact`` the graph refers to the index's; with
+``exact=True`` the kd-tree takes them over in its order (as ``"hkdtree"``
+does) and the graph is built over the tree's copy, its ids mapped back to
+input rows by the tree's permutation. With ``storage="float32"`` the points are float32 and
+every distance is computed in float64 from them, so ``exact=True`` is exact
+for the stored points, as the kd-tree is.
 Measured (``benchmarks/graph_exact.py``): the best-first kd-tree already
 finds a near-final k-th distance after a few leaves, so the seed saves only
 0-3% of the tree's samples and ``exact=True`` costs about the graph search
@@ -38,6 +43,8 @@ from hypann.search.hyperbolic_kdtree import HyperbolicKDTree
 
 #: Prefix of the kd-tree's arrays in the saved state of ``exact=True``.
 _TREE_PREFIX = "tree."
+#: State flag of ``exact=True``: the graph is over the kd-tree's copy of the points (tree positions as ids).
+_TREE_ORDER = "graph_in_tree_order"
 
 
 class GraphSearch(SearchAlgorithm):
@@ -104,12 +111,33 @@ class GraphSearch(SearchAlgorithm):
     def _graph_settings(self):
         return {k: v for k, v in self.settings().items() if k not in ("exact", "tree_leaf_size")}
 
+    @property
+    def owns_points(self):
+        """With ``exact=True`` the kd-tree holds the only copy of the points (in tree order) and the
+        graph is built over that copy: its ids are tree positions, mapped back by the tree's
+        ``indices_`` (files written before this keep the graph in input order and a second copy)."""
+        return bool(getattr(self, "graph_in_tree_order_", False))
+
+    def points_shape(self):
+        """``(n, d)`` of the indexed points."""
+        return (self.tree_.n_points_, self.tree_.dim_) if self.owns_points else self.points_.shape
+
+    def points_in_input_order(self):
+        """``(points, conformal)`` in input row order (new arrays gathered from the kd-tree)."""
+        return self.tree_.points_in_input_order()
+
     def _build(self, points, conformal, oracle):
         seed = int(self.rng_.integers(2**31))
         self.graph_ = HyperbolicGraphIndex(**self._graph_settings(), random_state=seed)
-        self.graph_.build(points, conformal)
         if self.exact:
-            self.tree_ = HyperbolicKDTree(leaf_size=self.tree_leaf_size).build(points, conformal)
+            # the index hands over arrays it owns: the tree takes them over in its order and
+            # the graph refers to that single copy (its ids are then tree positions)
+            self.tree_ = HyperbolicKDTree(leaf_size=self.tree_leaf_size).build(points, conformal, in_place=True)
+            self.graph_.build(self.tree_.points_, self.tree_.conformal_)
+            self.graph_in_tree_order_ = True
+            self.points_ = self.conformal_ = None
+        else:
+            self.graph_.build(points, conformal)
 
     @property
     def supports_radius(self):
@@ -123,6 +151,8 @@ class GraphSearch(SearchAlgorithm):
 
     def search(self, queries, q_conformal, k, *, budget=None, ef=None):
         ids, deltas, samples = self.graph_.search(queries, q_conformal, k, ef=ef, budget=budget)
+        if self.owns_points:  # graph ids are tree positions
+            ids = np.where(ids >= 0, self.tree_.indices_[np.maximum(ids, 0)], -1)
         stats = SearchStats.zeros(queries.shape[0])
         stats.rounds[:] = 1
         if self.exact:
@@ -135,18 +165,32 @@ class GraphSearch(SearchAlgorithm):
         return ids, deltas, stats
 
     def get_state(self):
-        state = self.graph_.to_arrays()
-        if not self.exact:
-            return state
-        # the points are the index's own (saved once by the index, shared on load)
-        del state["points"], state["conformal"]
-        state.update({_TREE_PREFIX + name: arr for name, arr in self.tree_.to_arrays().items()})
+        # the points are the index's own: saved once by the index, shared on load
+        state = self.graph_.to_arrays(include_points=False)
+        if self.exact:
+            state.update({_TREE_PREFIX + name: arr for name, arr in self.tree_.to_arrays().items()})
+            if self.owns_points:
+                state[_TREE_ORDER] = np.int64(1)
         return state
 
-    def restore(self, points, conformal, state, *, oracle=None, random_state=None):
+    def restore(self, points, conformal, state, *, oracle=None, random_state=None, full_check=True):
+        """Take a stored graph (and kd-tree); ``points=None``: the stored kd-tree holds them.
+
+        ``full_check=False`` (a memory-mapped file, ``verify="structure"``):
+        the kd-tree gets only its structural checks.
+        """
         self._check_settings()
         self.points_, self.conformal_ = points, conformal
         state = dict(state)
+        in_tree_order = _TREE_ORDER in state
+        if in_tree_order:
+            flag = np.asarray(state.pop(_TREE_ORDER))
+            if flag.shape != () or flag.dtype.kind not in "iu" or int(flag) != 1 or not self.exact:
+                raise ValueError(f"graph state '{_TREE_ORDER}' must be the integer 1 and only appear with exact=True, "
+                                 f"got {flag!r} with exact={self.exact!r}")
+        elif points is None:
+            raise ValueError("graph state holds no points: expected the index's points or, with exact=True, "
+                             f"the kd-tree's ('{_TREE_ORDER}')")
         tree_state = {name[len(_TREE_PREFIX):]: state.pop(name) for name in list(state)
                       if name.startswith(_TREE_PREFIX)}
         if self.exact:
@@ -154,8 +198,8 @@ class GraphSearch(SearchAlgorithm):
                 raise ValueError("graph state with exact=True: the kd-tree arrays ('tree.*') are missing")
             if "points" in state or "conformal" in state:
                 raise ValueError("graph state with exact=True must not hold its own 'points'/'conformal'")
-            state["points"], state["conformal"] = points, conformal
-            self.tree_ = HyperbolicKDTree.from_arrays(tree_state, points=points, conformal=conformal)
+            self.tree_ = HyperbolicKDTree.from_arrays(tree_state, points=points, conformal=conformal,
+                                                      full=full_check)
             if self.tree_.leaf_size != self.tree_leaf_size:
                 raise ValueError(
                     f"HyperbolicKDTree state 'leaf_size': the stored tree has leaf_size={self.tree_.leaf_size}, "
@@ -163,9 +207,22 @@ class GraphSearch(SearchAlgorithm):
                 )
         elif tree_state:
             raise ValueError(f"graph state with exact=False holds kd-tree arrays {sorted(tree_state)}")
-        self.graph_ = HyperbolicGraphIndex.from_arrays(state)
-        if self.graph_.n_points_ != points.shape[0]:
-            raise ValueError(f"graph state holds {self.graph_.n_points_} points, the index {points.shape[0]}")
+        if "points" in state or "conformal" in state:  # files written before the graph shared the index's points
+            for name, mine in (("points", points), ("conformal", conformal)):
+                theirs = np.asarray(state.pop(name, None))
+                if theirs.shape != np.shape(mine) or not np.array_equal(theirs, mine):
+                    raise ValueError(f"graph state '{name}' is not the index's {name}: the file holds two "
+                                     "different copies")
+        if in_tree_order:  # the graph refers to the kd-tree's copy
+            self.graph_ = HyperbolicGraphIndex.from_arrays(state, points=self.tree_.points_,
+                                                           conformal=self.tree_.conformal_)
+            self.graph_in_tree_order_ = True
+            self.points_ = self.conformal_ = None
+        else:
+            self.graph_ = HyperbolicGraphIndex.from_arrays(state, points=points, conformal=conformal)
+            self.graph_in_tree_order_ = False
+        if self.graph_.n_points_ != self.points_shape()[0]:
+            raise ValueError(f"graph state holds {self.graph_.n_points_} points, the index {self.points_shape()[0]}")
         return self
 
     @property

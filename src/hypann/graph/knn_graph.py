@@ -709,14 +709,18 @@ class HyperbolicGraphIndex:
         return K, D, ef, target
 
     def build(self, points, conformal):
-        """Build the graph on validated float64 ``points`` (n, d) with their stored ``conformal``.
+        """Build the graph on validated float64 or float32 ``points`` (n, d) with their stored ``conformal``.
+
+        The index refers to ``points`` (no copy). Float32 points (float32
+        storage) stay float32; every distance is computed in float64 from
+        them and the float64 ``conformal``.
 
         Returns
         -------
         self
         """
         K, D, ef, target = self._check_settings()
-        points, conformal = check_stored_points(points, conformal)
+        points, conformal = check_stored_points(points, conformal, allow_float32=True)
         n = points.shape[0]
         seed = int(self.random_state) & 0xFFFFFFFFFFFFFFFF
         K = min(K, max(n - 1, 1))
@@ -805,12 +809,16 @@ class HyperbolicGraphIndex:
         return GraphSearchResult(ids, deltas, samples)
 
     # -- state ------------------------------------------------------------
-    def to_arrays(self) -> dict:
-        """The fitted index as a dict of arrays (for :func:`numpy.savez`); see :meth:`from_arrays`."""
+    def to_arrays(self, *, include_points=True) -> dict:
+        """The fitted index as a dict of arrays (for :func:`numpy.savez`); see :meth:`from_arrays`.
+
+        ``include_points=False`` leaves out ``points`` and ``conformal`` (for
+        an owner that saves them once itself and passes them to :meth:`from_arrays`).
+        """
         self._check_fitted()
+        points = {"points": self.points_, "conformal": self.conformal_} if include_points else {}
         return {
-            "points": self.points_,
-            "conformal": self.conformal_,
+            **points,
             "neighbors": self.neighbors_,
             "tree_pivots": self.tree_pivots_,
             "tree_thresholds": self.tree_thresholds_,
@@ -824,8 +832,15 @@ class HyperbolicGraphIndex:
         }
 
     @classmethod
-    def from_arrays(cls, arrays):
-        """Rebuild a fitted index from :meth:`to_arrays` output (or an ``np.load`` of it)."""
+    def from_arrays(cls, arrays, *, points=None, conformal=None):
+        """Rebuild a fitted index from :meth:`to_arrays` output (or an ``np.load`` of it).
+
+        ``points``/``conformal`` (validated, float64 or float32 / float64):
+        the points to refer to when ``arrays`` leaves them out
+        (``to_arrays(include_points=False)``); they are not copied.
+        """
+        if points is not None:
+            arrays = {**arrays, "points": points, "conformal": conformal}
         missing = [name for name in _STATE if name not in arrays]
         if missing:
             raise ValueError(f"not a HyperbolicGraphIndex state: missing arrays {missing}")
@@ -836,7 +851,8 @@ class HyperbolicGraphIndex:
         target, calib = (float(v) for v in np.asarray(arrays["recalls"]))
         index = cls(n_neighbors=K, max_degree=D, ef=None if ef < 0 else ef, target_recall=target,
                     leaf_size=leaf_size, n_trees=n_trees, max_rounds=max_rounds, random_state=random_state)
-        index.points_ = np.ascontiguousarray(arrays["points"], dtype=np.float64)
+        stored = np.asarray(arrays["points"])
+        index.points_ = np.ascontiguousarray(stored, dtype=np.float32 if stored.dtype == np.float32 else np.float64)
         index.conformal_ = np.ascontiguousarray(arrays["conformal"], dtype=np.float64)
         index.neighbors_ = np.ascontiguousarray(arrays["neighbors"], dtype=np.int32)
         index.tree_pivots_ = np.ascontiguousarray(arrays["tree_pivots"], dtype=np.int64)
@@ -852,7 +868,7 @@ class HyperbolicGraphIndex:
 
     @property
     def nbytes(self) -> int:
-        """Memory of the graph and the entry tree (bytes), not counting the points."""
+        """Memory of the graph and the entry tree (bytes), not counting the points (the owner's)."""
         if not hasattr(self, "neighbors_"):
             return 0
         return int(sum(a.nbytes for a in (self.neighbors_, self.tree_pivots_, self.tree_thresholds_,

@@ -43,7 +43,7 @@ from hypann._params import Param
 from hypann.search.base import SearchAlgorithm
 from hypann.search.brute import BruteForceSearch
 from hypann.search.hkdtree_search import HyperbolicKDTreeSearch
-from hypann.search.hyperbolic_kdtree import HyperbolicKDTree
+from hypann.search.hyperbolic_kdtree import HyperbolicKDTree, _gather_rows_in_place
 
 #: The methods ``"auto"`` chooses from, by their code in the saved state.
 CHOICES = ("hkdtree", "brute")
@@ -106,17 +106,19 @@ class AutoSearch(SearchAlgorithm):
 
     def _build(self, points, conformal, oracle):
         n, dim = points.shape
-        tree = HyperbolicKDTree(leaf_size=self.leaf_size).build(points, conformal)
         sample = np.sort(self.rng_.choice(n, size=min(n, self.sample_size), replace=False))
+        queries, q_conformal = points[sample], conformal[sample]  # before the tree reorders the points
+        # the index hands over arrays it owns: the tree takes them over in its order (no second copy)
+        tree = HyperbolicKDTree(leaf_size=self.leaf_size).build(points, conformal, in_place=True)
         self.threshold_ = self._threshold(dim)
         # the mean over the whole sample exceeds the threshold as soon as the running sum
         # does, so the measurement stops there (same decision, less work on uniform data)
         limit = self.threshold_ * n * sample.size
         total, measured = 0, 0
         for start in range(0, sample.size, MEASURE_CHUNK):
-            rows = sample[start:start + MEASURE_CHUNK]
-            total += int(tree.search_exact(points[rows], conformal[rows], min(MEASURE_K, n)).samples.sum())
-            measured += rows.size
+            rows = slice(start, start + MEASURE_CHUNK)
+            total += int(tree.search_exact(queries[rows], q_conformal[rows], min(MEASURE_K, n)).samples.sum())
+            measured += queries[rows].shape[0]
             if total > limit:
                 break
         self.examined_fraction_ = total / (n * measured)
@@ -127,7 +129,12 @@ class AutoSearch(SearchAlgorithm):
             self.chosen_.points_ = self.chosen_.conformal_ = None
             self.chosen_.tree_ = tree
             self.points_ = self.conformal_ = None
-        else:
+        else:  # the scan keeps the points in input order: undo the tree's order, in place
+            points, conformal = tree.points_, tree.conformal_
+            if points is self.points_:
+                _gather_rows_in_place(points, conformal, np.argsort(tree.indices_))
+            else:  # the tree made its own copy; the caller's arrays are untouched
+                points, conformal = self.points_, self.conformal_
             self.chosen_ = BruteForceSearch().build(points, conformal, random_state=self.random_state_)
 
     # -- the points: held by the kd-tree when it was chosen ---------------------

@@ -42,8 +42,10 @@ class HyperbolicKDTreeSearch(SearchAlgorithm):
     owns_points = True
 
     def _build(self, points, conformal, oracle):
-        self.tree_ = HyperbolicKDTree(leaf_size=self.leaf_size).build(points, conformal)
-        self.points_ = self.conformal_ = None  # the caller's arrays may be freed: the tree has its copy
+        # the index hands over arrays it owns (see SearchAlgorithm.build): the tree puts them
+        # in its order and keeps them, so the build makes no second copy of the points
+        self.tree_ = HyperbolicKDTree(leaf_size=self.leaf_size).build(points, conformal, in_place=True)
+        self.points_ = self.conformal_ = None  # now in tree order: only the tree refers to them
 
     def points_shape(self):
         """``(n, d)`` of the indexed points."""

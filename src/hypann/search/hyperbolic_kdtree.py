@@ -21,8 +21,16 @@ This module provides
 
 Tree layout
 -----------
-Nodes are split at the median of the coordinate of largest spread until they
-hold at most ``leaf_size`` points. Every node stores the tight bounding box of
+Nodes are split along the coordinate of largest spread, at the multiple of
+``leaf_size`` points nearest to the median, until they hold at most
+``leaf_size`` points: every leaf is full except one, so a tree over ``n``
+points has ``2 ceil(n / leaf_size) - 1`` nodes whatever ``n``. (Splitting at
+the median instead leaves ``leaf_size / 2`` to ``leaf_size`` points per leaf
+depending on ``n``, and up to twice the nodes; the boxes, ``2 d`` coordinates
+per node, are most of the tree's memory beyond the points.) Nodes are
+numbered in preorder, so a node's id follows from the sizes of the nodes
+alone and the subtrees below the top levels are built in parallel with the
+same result for any number of threads. Every node stores the tight bounding box of
 its points (``lo``, ``hi``), its range ``[start, end)`` into the permuted
 copy of the points, its children (``-1`` for a leaf) and the *largest*
 conformal factor ``c_B = max_{x in B} (1-|x|^2)`` of its points (that is,
@@ -139,37 +147,61 @@ class KNNResult(NamedTuple):
 # --------------------------------------------------------------------------- build
 
 
-@nb.njit(cache=True)
-def _build_tree(points, conformal, leaf_size):
-    """Median-split kd-tree in flat arrays; returns the arrays of ``_STATE`` and the depth.
+@nb.njit(cache=True, inline="always")
+def _split_count(m, leaf_size):
+    """Points of the left child when a node of ``m > leaf_size`` points is split.
 
-    ``points`` may be float32 or float64: the permuted copy and the boxes keep
-    that dtype (a box is the min / max of stored values, so it is exact in it).
+    The multiple of ``leaf_size`` nearest to ``m / 2`` (so at most
+    ``leaf_size / 2`` points from the median), kept within
+    ``[leaf_size, (L - 1) leaf_size]`` for ``L = ceil(m / leaf_size)``: both
+    children are non-empty and, by induction, the node ends in exactly ``L``
+    leaves, all full but the last. Halving at the median instead gives leaves
+    of ``leaf_size / 2`` to ``leaf_size`` points depending on ``n``, up to
+    twice as many nodes and their boxes (``2 d`` coordinates each), which is
+    most of the kd-tree's memory beyond the points.
     """
-    n, d = points.shape
-    half = max(1, (leaf_size + 1) // 2)  # every leaf of a split node holds >= half points
-    max_nodes = 2 * (n // half + 1)
-    lo = np.empty((max_nodes, d), dtype=points.dtype)  # min / max of stored values: exact in their dtype
-    hi = np.empty((max_nodes, d), dtype=points.dtype)
-    left = np.full(max_nodes, -1, dtype=np.int64)
-    right = np.full(max_nodes, -1, dtype=np.int64)
-    start = np.zeros(max_nodes, dtype=np.int64)
-    end = np.zeros(max_nodes, dtype=np.int64)
-    depth_of = np.zeros(max_nodes, dtype=np.int64)
-    max_conf = np.empty(max_nodes)
-    perm = np.arange(n)
+    n_leaves = (m + leaf_size - 1) // leaf_size
+    blocks = (m + leaf_size) // (2 * leaf_size)  # round(m / (2 leaf_size)), halves up
+    if blocks < 1:
+        blocks = 1
+    if blocks > n_leaves - 1:
+        blocks = n_leaves - 1
+    return blocks * leaf_size
 
-    stack = np.empty(max_nodes, dtype=np.int64)
-    sp = 0
-    n_nodes = 1
-    start[0] = 0
-    end[0] = n
-    stack[0] = 0
+
+@nb.njit(cache=True, inline="always")
+def _subtree_nodes(m, leaf_size):
+    """Nodes of the subtree over ``m >= 1`` points: ``2 ceil(m / leaf_size) - 1`` (see :func:`_split_count`)."""
+    return 2 * ((m + leaf_size - 1) // leaf_size) - 1
+
+
+@nb.njit(cache=True)
+def _build_subtree(points, conformal, leaf_size, perm, lo, hi, left, right, start, end, max_conf, depth_of, root,
+                   stop_depth, frontier):
+    """Build the subtree of node ``root`` (its ``start``/``end``/``depth_of`` set) in place; serial.
+
+    Nodes are numbered in preorder: the left child of ``node`` is ``node + 1``
+    and its right child follows the left child's subtree, whose size depends
+    only on its number of points (:func:`_subtree_nodes`). So every node's id
+    is fixed by the sizes alone, and disjoint subtrees can be built in any
+    order, or in parallel, into the same arrays with the same result.
+
+    With ``stop_depth >= 0`` the nodes at that depth are not processed but
+    written to ``frontier`` (at most ``2**(stop_depth - depth of root)`` of
+    them); returns how many.
+    """
+    d = points.shape[1]
+    stack = np.empty(_subtree_nodes(end[root] - start[root], leaf_size), dtype=np.int64)  # each node pushed once
+    stack[0] = root
     sp = 1
-    max_depth = 0
+    n_front = 0
     while sp > 0:
         sp -= 1
         node = stack[sp]
+        if depth_of[node] == stop_depth:
+            frontier[n_front] = node
+            n_front += 1
+            continue
         s = start[node]
         e = end[node]
         # tight box and largest conformal factor of the node's points
@@ -189,8 +221,6 @@ def _build_tree(points, conformal, leaf_size):
             if c > mc:
                 mc = c
         max_conf[node] = mc
-        if depth_of[node] > max_depth:
-            max_depth = depth_of[node]
         if e - s <= leaf_size:
             continue
         dim = 0
@@ -207,10 +237,9 @@ def _build_tree(points, conformal, leaf_size):
         order = np.argsort(vals, kind="mergesort")
         for t in range(e - s):
             perm[s + t] = sub[order[t]]
-        mid = s + (e - s) // 2
-        a = n_nodes
-        b = n_nodes + 1
-        n_nodes += 2
+        mid = s + _split_count(e - s, leaf_size)
+        a = node + 1
+        b = a + _subtree_nodes(mid - s, leaf_size)
         left[node] = a
         right[node] = b
         start[a] = s
@@ -222,25 +251,76 @@ def _build_tree(points, conformal, leaf_size):
         stack[sp] = b
         stack[sp + 1] = a
         sp += 2
+    return n_front
 
-    pts = np.empty((n, d), dtype=points.dtype)
-    conf = np.empty(n)
-    for t in range(n):
-        pts[t] = points[perm[t]]
-        conf[t] = conformal[perm[t]]
-    return (
-        pts,
-        conf,
-        perm,
-        lo[:n_nodes].copy(),
-        hi[:n_nodes].copy(),
-        left[:n_nodes].copy(),
-        right[:n_nodes].copy(),
-        start[:n_nodes].copy(),
-        end[:n_nodes].copy(),
-        max_conf[:n_nodes].copy(),
-        max_depth,
-    )
+
+@nb.njit(cache=True, parallel=True)
+def _build_tree(points, conformal, leaf_size, top_depth):
+    """kd-tree in flat arrays: the arrays of ``_STATE`` but the points and conformal factors, and the depth.
+
+    The nodes down to depth ``top_depth`` are built first (serially); the
+    subtrees below them are then built in parallel. Node ids depend only on
+    the sizes of the nodes (preorder, see :func:`_build_subtree`) and every
+    node is split the same way whoever builds it, so the tree is the same for
+    any ``top_depth`` and any number of threads.
+
+    ``points`` is only read; the caller puts it in tree order (``points[perm]``,
+    or :func:`_gather_rows_in_place`). It may be float32 or float64: the boxes
+    keep that dtype (a box is the min / max of stored values, so it is exact in it).
+    """
+    n, d = points.shape
+    # Every split puts a multiple of leaf_size points on the left (see _split_count), so by
+    # induction a node of m points ends in exactly ceil(m / leaf_size) leaves: 2 L - 1 nodes.
+    max_nodes = _subtree_nodes(n, leaf_size)
+    lo = np.empty((max_nodes, d), dtype=points.dtype)  # min / max of stored values: exact in their dtype
+    hi = np.empty((max_nodes, d), dtype=points.dtype)
+    left = np.full(max_nodes, -1, dtype=np.int64)
+    right = np.full(max_nodes, -1, dtype=np.int64)
+    start = np.zeros(max_nodes, dtype=np.int64)
+    end = np.zeros(max_nodes, dtype=np.int64)
+    depth_of = np.zeros(max_nodes, dtype=np.int64)
+    max_conf = np.empty(max_nodes)
+    perm = np.arange(n)
+    end[0] = n
+    cap = max_nodes  # nodes at depth top_depth: at most 2**top_depth, and at most all nodes
+    if top_depth < 62 and (1 << top_depth) < cap:
+        cap = 1 << top_depth
+    frontier = np.empty(cap, dtype=np.int64)
+    n_front = _build_subtree(points, conformal, leaf_size, perm, lo, hi, left, right, start, end, max_conf,
+                             depth_of, 0, top_depth, frontier)
+    for f in nb.prange(n_front):
+        _build_subtree(points, conformal, leaf_size, perm, lo, hi, left, right, start, end, max_conf, depth_of,
+                       frontier[f], -1, frontier[:0])
+    return perm, lo, hi, left, right, start, end, max_conf, depth_of.max()
+
+
+@nb.njit(cache=True)
+def _gather_rows_in_place(points, conformal, perm):
+    """``points[t], conformal[t] = old points[perm[t]], old conformal[perm[t]]`` for all ``t``, in place.
+
+    Follows the cycles of the permutation ``perm`` (one saved row per cycle,
+    one flag per row), so the tree can take over an array its caller owns
+    instead of making a second copy of the points.
+    """
+    n = points.shape[0]
+    done = np.zeros(n, dtype=np.bool_)
+    row = np.empty(points.shape[1], dtype=points.dtype)
+    for i in range(n):
+        if done[i]:
+            continue
+        row[:] = points[i]
+        c = conformal[i]
+        j = i
+        while True:
+            done[j] = True
+            k = perm[j]
+            if k == i:
+                points[j] = row
+                conformal[j] = c
+                break
+            points[j] = points[k]
+            conformal[j] = conformal[k]
+            j = k
 
 
 # --------------------------------------------------------------------------- kernels
@@ -683,14 +763,22 @@ def _check_tree_bounds(pts, conf, lo, hi, max_conf, left, right, start, end, bad
                                        f"max_conformal of its leaf {int(leaf_of[t])}")
 
 
+def _compact_permutation(perm):
+    """``perm`` as int32 when every id fits (``n < 2**31``), else unchanged (int64): 4 bytes a point less."""
+    if perm.shape[0] <= np.iinfo(np.int32).max:
+        return perm.astype(np.int32)
+    return perm
+
+
 class HyperbolicKDTree:
     """kd-tree over Poincare points that counts samples and can rank by ``delta``.
 
     Parameters
     ----------
     leaf_size : int, default 16
-        Largest number of points in a leaf. Nodes are split at the median of
-        their widest coordinate.
+        Largest number of points in a leaf. Nodes are split along their
+        widest coordinate, at the multiple of ``leaf_size`` points nearest to
+        the median (every leaf but one is full).
 
     Attributes
     ----------
@@ -698,7 +786,7 @@ class HyperbolicKDTree:
         The points in tree order (a permuted copy, in the dtype given to :meth:`build`).
     conformal_ : ndarray of shape (n,)
         Their stored conformal factors ``1-|x|^2``.
-    indices_ : ndarray of shape (n,), int64
+    indices_ : ndarray of shape (n,), int32 (int64 for ``n >= 2**31``)
         ``points_[t]`` is input row ``indices_[t]``.
     n_nodes_, depth_ : int
 
@@ -716,7 +804,7 @@ class HyperbolicKDTree:
     def __init__(self, *, leaf_size: int = 16):
         self.leaf_size = leaf_size
 
-    def build(self, points, conformal):
+    def build(self, points, conformal, *, in_place=False):
         """Build the tree on validated float64 or float32 ``points`` (n, d) with their stored ``conformal``.
 
         The tree keeps a permuted copy of ``points`` in their dtype (float32
@@ -724,14 +812,39 @@ class HyperbolicKDTree:
         module docstring), so the caller may drop its own copy and get the
         points back with :meth:`points_in_input_order`.
 
+        Parameters
+        ----------
+        points : ndarray of shape (n, d), float64 or float32
+        conformal : ndarray of shape (n,)
+        in_place : bool, default False
+            Put ``points`` and ``conformal`` themselves in tree order and keep
+            them (no copy) when they are writeable, C-contiguous arrays of the
+            stored dtypes; the caller must not use them afterwards. Otherwise
+            (and by default) the tree makes its own copy.
+
         Returns
         -------
         self
         """
         leaf_size = check_positive_int(self.leaf_size, "leaf_size")
+        given = points, conformal
         points, conformal = check_stored_points(points, conformal, allow_float32=True)
-        out = _build_tree(points, conformal, leaf_size)
-        self._set_state(dict(zip(_STATE, out[:-1])))
+        # subtrees below depth top_depth are built in parallel (same tree for any value)
+        top_depth = max(1, int(np.ceil(np.log2(4 * nb.get_num_threads()))))
+        out = dict(zip(_STATE[2:], _build_tree(points, conformal, leaf_size, top_depth)[:-1]))
+        perm = out["indices"]
+        reuse = in_place and all(  # the caller's own arrays, not converted copies of them
+            isinstance(b, np.ndarray) and b.flags.writeable and a.dtype == b.dtype and a.shape == b.shape
+            and a.flags.c_contiguous and b.flags.c_contiguous and a.ctypes.data == b.ctypes.data
+            for a, b in zip((points, conformal), given))
+        if reuse:
+            points, conformal = given
+            _gather_rows_in_place(points, conformal, perm)
+            out["points"], out["conformal"] = points, conformal
+        else:
+            out["points"], out["conformal"] = points[perm], conformal[perm]
+        out["indices"] = _compact_permutation(perm)
+        self._set_state(out)
         return self
 
     def _set_state(self, arrays):
@@ -739,13 +852,13 @@ class HyperbolicKDTree:
             setattr(self, name + "_", np.ascontiguousarray(arrays[name]))
         self.n_points_, self.dim_ = self.points_.shape
         self.n_nodes_ = int(self.left_.shape[0])
-        # depth from the arrays (children always have larger ids than parents)
-        depth = np.zeros(self.n_nodes_, dtype=np.int64)
-        internal = np.flatnonzero(self.left_ >= 0)
-        for node in internal:
-            depth[self.left_[node]] = depth[node] + 1
-            depth[self.right_[node]] = depth[node] + 1
-        self.depth_ = int(depth.max())
+        # depth from the arrays, one level at a time (the arrays form a tree: checked or built here)
+        level, depth = np.zeros(1, dtype=np.int64), -1
+        while level.size:
+            depth += 1
+            inner = level[self.left_[level] >= 0]
+            level = np.concatenate([self.left_[inner], self.right_[inner]])
+        self.depth_ = depth
 
     def to_arrays(self) -> dict:
         """The fitted tree as a dict of arrays (for :func:`numpy.savez`); see :meth:`from_arrays`."""
@@ -782,7 +895,8 @@ class HyperbolicKDTree:
 
         Checked, in this order (every failure is a ``ValueError`` naming the field):
 
-        * names: exactly those of :meth:`to_arrays`; dtypes (int64 / float64)
+        * names: exactly those of :meth:`to_arrays`; dtypes (int64 / float64;
+          ``indices`` int32 or int64)
           and shapes consistent with ``n`` points, ``d`` dimensions and
           ``n_nodes`` nodes; ``leaf_size >= 1``;
         * ``points`` finite, ``conformal`` in ``(0, 1]``; ``indices`` a
@@ -836,7 +950,9 @@ class HyperbolicKDTree:
         if full and not np.isfinite(pts).all():
             raise bad("points", f"contains NaN or inf (first at {first_bad(~np.isfinite(pts))})")
         conf = get("conformal", np.float64, (n,))
-        perm = get("indices", np.int64, (n,))
+        # int32 ids (written since they are stored that way, n < 2**31) or int64 (older files, larger n)
+        perm_dtype = np.int32 if getattr(arrays["indices"], "dtype", None) == np.int32 else np.int64
+        perm = get("indices", perm_dtype, (n,))
         if full:
             _check_point_values(pts, conf, perm, points, conformal, bad)
 

@@ -1,0 +1,148 @@
+"""The graph index holds the index's single copy of the points and supports float32 storage."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import hypann
+from hypann import io as hio
+from hypann.geometry._kernels import brute_knn_delta, conformal_factor, delta_to_candidates
+from hypann.geometry.poincare import dist_from_delta
+from tests.conftest import ball_points
+
+pytestmark = pytest.mark.kernels
+
+N, D = 1500, 5
+
+
+@pytest.fixture(scope="module")
+def data():
+    rng = np.random.default_rng(21)
+    X = ball_points(rng, N + 60, D, min_conformal=1e-6)
+    return np.ascontiguousarray(X[:N]), np.ascontiguousarray(X[N:])
+
+
+@pytest.fixture(scope="module")
+def built(data):
+    X, _ = data
+    out = {}
+    for storage in ("float64", "float32"):
+        for exact in (False, True):
+            out[storage, exact] = hypann.HyperbolicIndex(algorithm="graph", storage=storage, exact=exact,
+                                                         random_state=5).build(X)
+    return out
+
+
+def _truth(index, Q, k):
+    """float64 brute force over the stored points (float32 coordinates as stored, float64 conformal factors)."""
+    P = np.asarray(index.points_, dtype=np.float64)
+    return brute_knn_delta(Q, conformal_factor(Q), P, index.conformal_, k)
+
+
+@pytest.mark.parametrize("storage", ["float64", "float32"])
+def test_recall_at_defaults(data, built, storage):
+    X, Q = data
+    index = built[storage, False]
+    assert index.points_.dtype == np.dtype(storage)
+    ids, _ = _truth(index, Q, 10)
+    got = index.search(Q, 10).indices
+    recall = np.mean([len(set(a) & set(b)) / 10 for a, b in zip(got.tolist(), ids.tolist())])
+    assert recall >= 0.95
+
+
+@pytest.mark.parametrize("storage", ["float64", "float32"])
+def test_exact_equals_float64_brute_force_over_the_stored_points(data, built, storage):
+    X, Q = data
+    index = built[storage, True]
+    ids, deltas = _truth(index, Q, 8)
+    res = index.search(Q, 8)
+    np.testing.assert_array_equal(res.distances, dist_from_delta(deltas))
+    # the returned ids have exactly those deltas (ties may be broken either way)
+    P = np.asarray(index.points_, dtype=np.float64)
+    got = delta_to_candidates(Q, conformal_factor(Q), P, index.conformal_, res.indices)
+    np.testing.assert_array_equal(got, deltas)
+
+
+@pytest.mark.parametrize("storage", ["float64", "float32"])
+@pytest.mark.parametrize("exact", [False, True])
+def test_one_copy_in_memory_and_file_and_identical_answers_after_load(data, built, tmp_path, storage, exact):
+    X, Q = data
+    index = built[storage, exact]
+    def single_copy(ix):
+        graph = ix.algorithm_.graph_
+        if exact:  # the kd-tree holds the only copy, the graph refers to it
+            assert ix._points is None and graph.points_ is ix.algorithm_.tree_.points_
+        else:  # the graph refers to the index's copy
+            assert graph.points_ is ix._points
+
+    single_copy(index)
+    path = tmp_path / "g.hypann"
+    index.save(path)
+    header, arrays = hio.read_raw(path)
+    assert header["dtype"] == storage
+    points = [name for name in arrays if name.endswith("points")]
+    assert points == (["state/tree.points"] if exact else ["points"])  # the points are saved once
+    assert arrays[points[0]].dtype == np.dtype(storage)
+    want = index.search(Q, 6)
+    for mmap in (False, True):
+        back = hypann.load(path, mmap=mmap)
+        single_copy(back)
+        np.testing.assert_array_equal(back.points_, index.points_)
+        got = back.search(Q, 6)
+        np.testing.assert_array_equal(got.indices, want.indices)
+        np.testing.assert_array_equal(got.distances, want.distances)
+
+
+def test_older_file_with_the_graphs_own_copy_still_loads(data, built, tmp_path):
+    X, Q = data
+    index = built["float64", False]
+    index.save(tmp_path / "new.hypann")
+    header, arrays = hio.read_raw(tmp_path / "new.hypann")
+    old = {**arrays, "state/points": np.array(arrays["points"]), "state/conformal": np.array(arrays["conformal"])}
+    hio.write_raw(tmp_path / "old.hypann", header, old)
+    back = hypann.load(tmp_path / "old.hypann")
+    np.testing.assert_array_equal(back.search(Q, 4).indices, index.search(Q, 4).indices)
+    assert back.algorithm_.graph_.points_ is back._points
+    moved = dict(old)
+    moved["state/points"] = old["state/points"].copy()
+    moved["state/points"][3, 0] *= 0.5
+    hio.write_raw(tmp_path / "two.hypann", header, moved)
+    with pytest.raises(ValueError, match=r"graph state 'points' is not the index's points: the file holds two "
+                                         r"different copies"):
+        hypann.load(tmp_path / "two.hypann")
+
+
+def test_float32_graph_on_float32_input_equals_float64_storage(data):
+    X, Q = data
+    X32 = X.astype(np.float32)
+    a = hypann.HyperbolicIndex(algorithm="graph", storage="float32", random_state=2, ef=40).build(X32)
+    b = hypann.HyperbolicIndex(algorithm="graph", random_state=2, ef=40).build(X32)
+    ra, rb = a.search(Q, 5), b.search(Q, 5)
+    np.testing.assert_array_equal(ra.indices, rb.indices)
+    np.testing.assert_array_equal(ra.distances, rb.distances)
+    assert a.nbytes < b.nbytes
+
+
+def test_older_exact_file_with_the_graph_in_input_order_still_loads(data, built, tmp_path):
+    """exact=True files written before the graph moved onto the kd-tree's copy: points, graph, tree apart."""
+    from hypann.search.hyperbolic_kdtree import HyperbolicKDTree
+
+    X, Q = data
+    plain = built["float64", False]
+    plain.save(tmp_path / "plain.hypann")
+    header, arrays = hio.read_raw(tmp_path / "plain.hypann")
+    tree = HyperbolicKDTree(leaf_size=16).build(plain.points_, plain.conformal_)
+    arrays.update({f"state/tree.{name}": arr for name, arr in tree.to_arrays().items()})
+    header["params"] = {**header["params"], "exact": True}
+    hio.write_raw(tmp_path / "old-exact.hypann", header, arrays)
+    for mmap in (False, True):
+        back = hypann.load(tmp_path / "old-exact.hypann", mmap=mmap)
+        assert not back.algorithm_.owns_points and back.algorithm_.graph_.points_ is back._points
+        ids, deltas = _truth(back, Q, 5)
+        np.testing.assert_array_equal(back.search(Q, 5).distances, dist_from_delta(deltas))
+    flagged = {**arrays, "state/graph_in_tree_order": np.int64(1)}
+    hio.write_raw(tmp_path / "bad.hypann", {**header, "params": {**header["params"], "exact": False}}, flagged)
+    with pytest.raises(ValueError, match=r"graph state 'graph_in_tree_order' must be the integer 1 and only appear "
+                                         r"with exact=True"):
+        hypann.load(tmp_path / "bad.hypann")
