@@ -299,7 +299,7 @@ SHELLS_CASES = [
     ("width-below-one", _header("params", {"width": 0.5}), r"damaged hypann index file: width must be > 1.0, got width=0.5"),
     ("width-nan", _header("params", {"width": float("nan")}), r"width must be a finite number"),
     ("n-shells-zero", _header("params", {"width": 3.0, "n_shells": 0}), r"n_shells must be a positive integer"),
-    ("lsh-tables-zero", _header("oracle", "lsh:tables=0,bits=6"), r"tables must be a positive integer, got tables=0"),
+    ("lsh-tables-zero", _header("oracle", "lsh:tables=0,bits=6"), r"tables must be a positive integer or 'auto', got tables=0"),
     ("lsh-unknown-setting", _header("oracle", "lsh:planes=3"), r"bad settings for oracle 'lsh'"),
     ("oracle-unknown", _header("oracle", "annoy"), r"unknown oracle 'annoy'"),
     ("stray-state", _add("state/tables", np.zeros(3)), r"algorithm 'shells' stores no state, but got arrays \['tables'\]"),

@@ -135,7 +135,7 @@ def test_compiled_loop_finds_at_least_what_the_rounds_find():
         ("lsh:target_recall=1.0", r"target_recall must be < 1.0, got target_recall=1.0"),
         ("lsh:target_recall=0", r"target_recall must be > 0.0, got target_recall=0"),
         ("lsh:tables=many", r"tables must be a positive integer or 'auto', got tables='many'"),
-        ("lsh:bits=0", r"bits must be an integer >= 1 or 'auto', got bits=0"),
+        ("lsh:bits=0", r"bits must be a positive integer or 'auto', got bits=0"),
         ("lsh:granularity=fine", r"granularity must be a number > 0, 'data' or 'auto', got granularity='fine'"),
         ("lsh:sample_size=0", r"sample_size must be a positive integer, got sample_size=0"),
     ],

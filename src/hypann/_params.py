@@ -107,10 +107,17 @@ class Param:
                 return value
             return V.check_str(value, name, what=self.what or "a string")
         if self.kind == "int":
-            if isinstance(value, str) and self.extra:
-                if value in self.extra:
-                    return value
-                raise V.ParameterTypeError(f"{name} must be {self.allowed()}, got {name}={value!r}")
+            if any(isinstance(e, str) for e in self.extra):  # a number or a word ("auto")
+                if isinstance(value, str):
+                    if value in self.extra:
+                        return value
+                    raise V.ParameterTypeError(f"{name} must be {self.allowed()}, got {name}={value!r}")
+                if not V._is_int(value):
+                    raise V.ParameterTypeError(
+                        f"{name} must be {self.allowed()}, got {name}={value!r} ({type(value).__name__})")
+                if (self.low is not None and value < self.low) or (self.high is not None and value > self.high):
+                    raise ValueError(f"{name} must be {self.allowed()}, got {name}={value!r}")
+                return int(value)
             if self.choices:
                 allowed = self.allowed()
                 if not V._is_int(value):
