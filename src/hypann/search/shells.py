@@ -595,6 +595,27 @@ class RandomizedShellSearch(SphericalShellSearch):
         return best_ids, best_d, stats
 
 
+@nb.njit(cache=True, inline="always")
+def _examine(x, q, cq, X, cx, kd, ki, seen, marked, cnt, cap):
+    """Examine candidate ``x`` for query ``q`` once: mark it in the bitmap ``seen`` and the list
+    ``marked`` (``cnt`` ids so far), offer its ``delta`` to the sorted top-k ``(kd, ki)``.
+
+    Returns ``(cnt, full)``, ``full`` when the query has examined ``cap`` distinct points. An id
+    already marked costs nothing and changes nothing.
+    """
+    w = x >> 6
+    bit = np.uint64(1) << np.uint64(x & 63)
+    if seen[w] & bit:
+        return cnt, False
+    seen[w] |= bit
+    marked[cnt] = x
+    cnt += 1
+    dl = delta_row(q, cq, X[x], cx[x])
+    if dl < kd[kd.shape[0] - 1]:
+        insert_sorted(kd, ki, dl, x)
+    return cnt, cnt >= cap
+
+
 @nb.njit(cache=True, parallel=True)
 def _shell_lsh_knn(Q, cq, hq, X, cx, radii, shells, scale, R, u, mult, slot_start, slot_bits, hkeys, hbucket,
                    bstart, bids, first, size, k, probe, cap):
@@ -672,19 +693,8 @@ def _shell_lsh_knn(Q, cq, hq, X, cx, radii, shells, scale, R, u, mult, slot_star
                         if c_b < 0:
                             continue
                         for pos in range(bstart[c_b], bstart[c_b + 1]):
-                            x = bids[pos]
-                            w = x >> 6
-                            bit = np.uint64(1) << np.uint64(x & 63)
-                            if seen[w] & bit:
-                                continue
-                            seen[w] |= bit
-                            marked[cnt] = x
-                            cnt += 1
-                            dl = delta_row(q, cq[qi], X[x], cx[x])
-                            if dl < kd[k - 1]:
-                                insert_sorted(kd, ki, dl, x)
-                            if cnt >= cap[qi]:
-                                full = True
+                            cnt, full = _examine(bids[pos], q, cq[qi], X, cx, kd, ki, seen, marked, cnt, cap[qi])
+                            if full:
                                 break
                         if full:
                             break
@@ -705,19 +715,8 @@ def _shell_lsh_knn(Q, cq, hq, X, cx, radii, shells, scale, R, u, mult, slot_star
                             s_best = s
                     done[s_best] = True
                     for pos in range(first[s_best], first[s_best] + size[s_best]):
-                        x = bids[pos]
-                        w = x >> 6
-                        bit = np.uint64(1) << np.uint64(x & 63)
-                        if seen[w] & bit:
-                            continue
-                        seen[w] |= bit
-                        marked[cnt] = x
-                        cnt += 1
-                        dl = delta_row(q, cq[qi], X[x], cx[x])
-                        if dl < kd[k - 1]:
-                            insert_sorted(kd, ki, dl, x)
-                        if cnt >= cap[qi]:
-                            full = True
+                        cnt, full = _examine(bids[pos], q, cq[qi], X, cx, kd, ki, seen, marked, cnt, cap[qi])
+                        if full:
                             break
             examined[qi] = cnt
             for t in range(cnt):
