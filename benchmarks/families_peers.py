@@ -424,7 +424,7 @@ def summary_rows(cases):
             "graph exact": f"{get('hypann graph exact=True')['speedup']:.0f}x",
             "graph default: recall / boundary / x": f"{gd['recall_at_k']:.3f} / {gd['boundary_recall']:.3f} / "
                                                      f"{gd['speedup']:.0f}x ({gd['note']})",
-            "graph >=0.99": "—" if g99 is None else f"{g99['params'].replace('default ', '')}: {_fmt_x(g99)}",
+            "graph >=0.99": "—" if g99 is None else f"{g99['params']}: {_fmt_x(g99)}",
             "pynndescent >=0.95 / >=0.99": f"{_fmt_x(_best(pn, lambda r: r['recall_at_k'] >= 0.95))}, "
                                            f"{_fmt_x(_best(pn, lambda r: r['recall_at_k'] >= 0.99))} "
                                            f"(max {max(r['recall_at_k'] for r in pn):.3f})" if pn else "",
@@ -496,6 +496,12 @@ def acceptance_rows(cases):
     return out
 
 
+def _sweep_value(row):
+    """The swept setting of a row (``ef``, ``epsilon``, ``expansion_search``): the last number of its params."""
+    m = re.search(r"([0-9.]+)\)?$", row["params"])
+    return float(m.group(1)) if m else 0.0
+
+
 def plot_family(family, cases, path):
     import matplotlib
 
@@ -512,7 +518,7 @@ def plot_family(family, cases, path):
                                                                        or r["method"] == "hypann graph")]
             if not got:
                 continue
-            got.sort(key=lambda r: r["recall_at_k"])
+            got.sort(key=_sweep_value)  # joined in the order of the swept setting
             ax.plot([r["recall_at_k"] for r in got], [r["speedup"] for r in got], marker, color=color,
                     label=key.replace(" (exact)", "").replace("hypann ", ""), ms=5, lw=1)
         ax.set_yscale("log")
