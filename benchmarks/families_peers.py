@@ -1,4 +1,4 @@
-"""hypann against its peers on every data family, in one run per (family, dim) (issue 11).
+"""hypann against its peers on every data family, in one run per (family, dim).
 
 For each family of :mod:`hypann.datasets.families` and dimension, ``n`` base
 points and ``--queries`` held-out queries from the same generator
@@ -346,7 +346,7 @@ def _short(r):
 
 
 def acceptance(case, rows):
-    """The issue's acceptance points for one case, as numbers and a verdict each."""
+    """The acceptance points for one case, as numbers and a verdict each."""
     hyp = [r for r in rows if r["owner"] == HYPANN]
     peer = [r for r in rows if r["owner"] == PEER]
     dim = case["dim"]

@@ -1,4 +1,4 @@
-"""Shell + LSH with parameters from the data, and the compiled all-shell query loop (issue 11, item 3)."""
+"""Shell + LSH with parameters from the data, and the compiled all-shell query loop."""
 
 from __future__ import annotations
 
