@@ -449,7 +449,7 @@ class HyperbolicIndex:
             for hnswlib or ``{"ef": 64}`` / ``{"nprobe": 16}`` for faiss.
         **query_params
             Per-call settings of the algorithm (e.g. ``ratio`` for
-            ``binary_search``, ``ef`` for ``graph``, ``L`` for ``vamana``).
+            ``binary_search``, ``ef`` for ``graph`` and ``vamana``).
 
         Returns
         -------
