@@ -130,14 +130,13 @@ Wu & Charikar, *Nearest Neighbor Search for Hyperbolic Embeddings*, section 5.
 
 from __future__ import annotations
 
-import inspect
 from numbers import Integral
 
 import numba as nb
 import numpy as np
 
 from hypann._params import Param
-from hypann._validation import ParameterTypeError, check_bool, check_positive_int, check_real, check_seed
+from hypann._validation import check_real
 from hypann.geometry._kernels import insert_sorted, sq_dist_row
 from hypann.oracles.base import EuclideanNeighbors, EuclideanOracle
 from hypann.oracles.brute import BruteForceOracle
@@ -545,41 +544,15 @@ class LSHOracle(EuclideanOracle):
         self.sample_size = sample_size
 
     # -- settings ---------------------------------------------------------
-    def get_params(self) -> dict:
-        """Constructor settings as a dict (every keyword of ``__init__``, in order)."""
-        return {name: getattr(self, name) for name in inspect.signature(type(self).__init__).parameters
-                if name != "self"}
-
     def _check_settings(self):
-        for name in ("tables", "bits"):
-            value = getattr(self, name)
-            if isinstance(value, str):
-                if value != "auto":
-                    raise ValueError(f"{name} must be a positive integer or 'auto', got {name}={value!r}")
-            else:
-                check_positive_int(value, name)
-        check_real(self.target_recall, "target_recall", low=0.0, high=1.0, low_open=True, high_open=True)
-        check_positive_int(self.sample_size, "sample_size")
-        check_positive_int(self.max_candidates, "max_candidates", allow_none=True)
-        check_real(self.max_granularity, "max_granularity", low=0.0, high=MAX_BUCKET_COORDINATE, low_open=True)
-        if not isinstance(self.probe, Integral) or isinstance(self.probe, (bool, np.bool_)):
-            raise ParameterTypeError(f"probe must be 0 or 1, got probe={self.probe!r} ({type(self.probe).__name__})")
-        if self.probe not in (0, 1):
-            raise ValueError(f"probe must be 0 or 1, got probe={self.probe!r}")
-        check_bool(self.offset, "offset")
-        check_seed(self.random_state, "random_state", allow_none=False)  # an int: shells share hyperplanes by seed
-        if isinstance(self.granularity, str):
-            if self.granularity == "data":
-                return
-            if self.granularity != "auto":
-                raise ValueError(
-                    f"granularity must be a number > 0, 'data' or 'auto', got granularity={self.granularity!r}"
-                )
+        """The declared checks of every setting (``build_settings``), then ``granularity="auto"``,
+        which only :meth:`for_shell` resolves."""
+        super()._check_settings()
+        if self.granularity == "auto":
             raise ValueError(
                 "granularity='auto' is resolved per shell: call for_shell(shell_index, width) "
                 "first, or pass a number"
             )
-        check_real(self.granularity, "granularity", low=0.0, high=MAX_BUCKET_COORDINATE, low_open=True)
 
     def for_shell(self, shell_index: int, width: float) -> LSHOracle:
         """An unbuilt copy for shell ``shell_index`` of a partition of width ``w``.
