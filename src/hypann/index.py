@@ -300,7 +300,7 @@ class HyperbolicIndex:
             progress.advance(stage="done")
         self.algorithm_ = algo
         # one copy of the points: an algorithm that keeps its own (the kd-tree, permuted) is the only holder
-        owned = getattr(algo, "owns_points", False)
+        owned = algo.owns_points
         self._points = None if owned else points
         self._conformal = None if owned else conformal
         n, self.dim_ = algo.points_shape() if owned else points.shape
@@ -686,8 +686,8 @@ class HyperbolicIndex:
         of points the kd-tree examined that decided it."""
         self._check_fitted()
         text = f"{self.algorithm} over {self.n_points_} points in {self.dim_}-D"
-        explain = getattr(self.algorithm_, "describe", None)
-        return f"{text}; {explain()}" if callable(explain) else text
+        explain = self.algorithm_.describe()
+        return f"{text}; {explain}" if explain else text
 
     def get_params(self) -> dict:
         return {

@@ -45,6 +45,10 @@ class SearchAlgorithm:
     #: built row) and skip those points; otherwise the index filters the answers
     supports_removed = False
 
+    def describe(self) -> str:
+        """What the built algorithm chose and why, in words; ``""`` when there is nothing to add."""
+        return ""
+
     def build(self, points, conformal, *, oracle="kdtree", random_state=None):
         """Index ``points`` (n, d) with stored ``conformal`` (n,); returns self.
 
