@@ -48,6 +48,19 @@ def write_json(name, payload, *, out_dir=None):
     return path
 
 
+def family_arguments(ap, *, n, queries, brute_queries, repeats, repeats_help=None):
+    """The options every benchmark over the data families of ``hypann.datasets.families`` takes:
+    ``--n``, ``--queries``, ``--brute-queries``, ``--families``, ``--repeats`` and ``--seed``."""
+    from hypann.datasets.families import FAMILIES
+
+    ap.add_argument("--n", type=int, default=n, help="base points per family (WordNet: at most 82,115 - queries)")
+    ap.add_argument("--queries", type=int, default=queries)
+    ap.add_argument("--brute-queries", type=int, default=brute_queries, help="queries timed for numpy brute force")
+    ap.add_argument("--families", default=",".join(FAMILIES))
+    ap.add_argument("--repeats", type=int, default=repeats, help=repeats_help)
+    ap.add_argument("--seed", type=int, default=0)
+
+
 def markdown_table(rows, columns) -> str:
     def fmt(v):
         if isinstance(v, (float, np.floating)):

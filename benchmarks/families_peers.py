@@ -64,7 +64,7 @@ import numpy as np
 
 import hypann
 import peers
-from _common import ROOT, markdown_table, write_json
+from _common import ROOT, family_arguments, markdown_table, write_json
 from hypann.datasets.base import holdout_split
 from hypann.datasets.families import FAMILIES, make_family
 from hypann.eval.numpy_brute import numpy_brute_knn
@@ -579,20 +579,16 @@ def report(args):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--n", type=int, default=20_000, help="base points per family (WordNet: at most 82,115 - queries)")
-    ap.add_argument("--queries", type=int, default=1000)
-    ap.add_argument("--brute-queries", type=int, default=100, help="queries timed for numpy brute force")
+    family_arguments(ap, n=20_000, queries=1000, brute_queries=100, repeats=3,
+                     repeats_help="round-robin batch passes (median kept)")
     ap.add_argument("--single", type=int, default=200, help="queries timed one per call")
     ap.add_argument("--single-repeats", type=int, default=1)
     ap.add_argument("--dims", default="10,100")
-    ap.add_argument("--families", default=",".join(FAMILIES))
     ap.add_argument("--peers", default="pynndescent,usearch")
     ap.add_argument("--efs", default=",".join(map(str, EFS)))
     ap.add_argument("--epsilons", default=",".join(map(str, PYNND_EPSILONS)))
     ap.add_argument("--expansions", default=",".join(map(str, USEARCH_EXPANSIONS)))
     ap.add_argument("--build-threads", default="1,2")
-    ap.add_argument("--repeats", type=int, default=3, help="round-robin batch passes (median kept)")
-    ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--report", action="store_true", help="only write tables (and plots) from results/*.json")
     ap.add_argument("--plots", action="store_true", help="with --report: one PNG per family into docs/")
     args = ap.parse_args(argv)

@@ -33,7 +33,7 @@ import time
 import numpy as np
 
 import hypann
-from _common import markdown_table, median_time, write_json
+from _common import family_arguments, markdown_table, median_time, write_json
 from hypann.datasets.base import holdout_split
 from hypann.datasets.families import FAMILIES, make_family
 from hypann.eval.numpy_brute import numpy_brute_knn
@@ -101,13 +101,9 @@ def run_case(name, dim, args, progress):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--n", type=int, default=20_000, help="base points per family (WordNet: at most 82,115 - queries)")
-    ap.add_argument("--queries", type=int, default=300)
-    ap.add_argument("--brute-queries", type=int, default=100, help="queries timed for numpy brute force")
+    family_arguments(ap, n=20_000, queries=300, brute_queries=100, repeats=5,
+                     repeats_help="round-robin timings per method (best kept)")
     ap.add_argument("--dims", default="10,100")
-    ap.add_argument("--families", default=",".join(FAMILIES))
-    ap.add_argument("--repeats", type=int, default=5, help="round-robin timings per method (best kept)")
-    ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--no-graph", action="store_true", help="skip the graph methods (slow builds at large n)")
     ap.add_argument("--out", default="graph_exact", help="name of the results/<out>.json file")
     args = ap.parse_args(argv)

@@ -30,7 +30,7 @@ import numba
 import numpy as np
 
 import peers
-from _common import markdown_table, median_time, write_json
+from _common import family_arguments, markdown_table, median_time, write_json
 from hypann.datasets.base import holdout_split
 from hypann.datasets.families import FAMILIES, make_family
 from hypann.eval.numpy_brute import numpy_brute_knn
@@ -117,14 +117,9 @@ def run_case(name, dim, args, progress):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--n", type=int, default=100_000, help="base points per family (WordNet: at most 82,115 - queries)")
-    ap.add_argument("--queries", type=int, default=1000)
-    ap.add_argument("--brute-queries", type=int, default=200, help="queries timed for numpy brute force")
+    family_arguments(ap, n=100_000, queries=1000, brute_queries=200, repeats=3)
     ap.add_argument("--dims", default="10,100")
-    ap.add_argument("--families", default=",".join(FAMILIES))
     ap.add_argument("--threads", type=int, default=1, help="numba threads of the graph build")
-    ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--pynndescent", action="store_true", help="also run pynndescent with the numba Poincare metric")
     ap.add_argument("--build-threads", action="store_true", help="build times of both on 1 and 2 threads")
     args = ap.parse_args(argv)

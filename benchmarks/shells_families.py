@@ -39,7 +39,7 @@ import time
 import numpy as np
 
 import hypann
-from _common import markdown_table, write_json
+from _common import family_arguments, markdown_table, write_json
 from hypann.datasets.base import holdout_split
 from hypann.datasets.families import FAMILIES, make_family
 from hypann.eval.numpy_brute import numpy_brute_knn
@@ -137,12 +137,8 @@ def run_case(name, args, progress):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--n", type=int, default=20_000, help="base points per family (WordNet: at most 82,115 - queries)")
-    ap.add_argument("--queries", type=int, default=1000)
-    ap.add_argument("--brute-queries", type=int, default=200, help="queries timed for numpy brute force")
-    ap.add_argument("--families", default=",".join(FAMILIES))
-    ap.add_argument("--repeats", type=int, default=3, help="round-robin timings per method (median kept)")
-    ap.add_argument("--seed", type=int, default=0)
+    family_arguments(ap, n=20_000, queries=1000, brute_queries=200, repeats=3,
+                     repeats_help="round-robin timings per method (median kept)")
     ap.add_argument("--dim", type=int, default=10)
     ap.add_argument("--variants", action="store_true", help="also recenter=True and the paper's LSH constants")
     ap.add_argument("--out", default=None, help="name of the results/<out>.json file (default shells_families_<dim>d)")
