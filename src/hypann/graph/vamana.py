@@ -186,6 +186,20 @@ def _list_offer(lst_d, lst_i, lst_e, size, L, d, u):
 
 
 @nb.njit(cache=True, inline="always")
+def _query_delta(u, q, cq, points, conf, evaluated, memo, qtag, best_d, best_i, cnt):
+    """``delta(q, u)`` for a query: computed once per query (``memo``, tagged ``qtag`` in
+    ``evaluated``), counted in ``cnt`` and offered to the sorted top-k ``best_d``/``best_i``.
+    Returns ``(delta, cnt)``."""
+    if evaluated[u] != qtag:
+        evaluated[u] = qtag
+        memo[u] = delta_row(q, cq, points[u], conf[u])
+        cnt += 1
+        if memo[u] < best_d[best_d.shape[0] - 1]:
+            insert_sorted(best_d, best_i, memo[u], u)
+    return memo[u], cnt
+
+
+@nb.njit(cache=True, inline="always")
 def _greedy(points, conf, nbrs, degree, q, cq, start, L, in_round, rtag, lst_d, lst_i, lst_e, build,
             memo, evaluated, qtag, cnt, limit, best_d, best_i, visited):
     """One greedy search for ``q`` from ``start`` with a sorted list of ``L`` entries.
@@ -199,7 +213,6 @@ def _greedy(points, conf, nbrs, degree, q, cq, start, L, in_round, rtag, lst_d, 
     limit``, and each evaluated point is offered to the running top-k
     ``best_d``/``best_i``. Returns ``(cnt, n_vis, visited)``.
     """
-    k = best_d.shape[0]
     for t in range(L):
         lst_d[t] = np.inf
         lst_i[t] = -1
@@ -208,13 +221,7 @@ def _greedy(points, conf, nbrs, degree, q, cq, start, L, in_round, rtag, lst_d, 
     if build:
         d_start = delta_row(q, cq, points[start], conf[start])
     else:
-        if evaluated[start] != qtag:
-            evaluated[start] = qtag
-            memo[start] = delta_row(q, cq, points[start], conf[start])
-            cnt += 1
-            if memo[start] < best_d[k - 1]:
-                insert_sorted(best_d, best_i, memo[start], start)
-        d_start = memo[start]
+        d_start, cnt = _query_delta(start, q, cq, points, conf, evaluated, memo, qtag, best_d, best_i, cnt)
     lst_d[0] = d_start
     lst_i[0] = start
     size = 1
@@ -240,15 +247,9 @@ def _greedy(points, conf, nbrs, degree, q, cq, start, L, in_round, rtag, lst_d, 
             if build:
                 du = delta_row(q, cq, points[u], conf[u])
             else:
-                if evaluated[u] != qtag:
-                    if cnt >= limit:
-                        break
-                    evaluated[u] = qtag
-                    memo[u] = delta_row(q, cq, points[u], conf[u])
-                    cnt += 1
-                    if memo[u] < best_d[k - 1]:
-                        insert_sorted(best_d, best_i, memo[u], u)
-                du = memo[u]
+                if evaluated[u] != qtag and cnt >= limit:
+                    break
+                du, cnt = _query_delta(u, q, cq, points, conf, evaluated, memo, qtag, best_d, best_i, cnt)
             in_round[u] = rtag
             size, pos = _list_offer(lst_d, lst_i, lst_e, size, L, du, u)
             if 0 <= pos < low:
