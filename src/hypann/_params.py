@@ -252,14 +252,8 @@ def from_signature(init) -> tuple:
 
     For a third-party oracle class that declares no ``build_settings``.
     """
-    if init is object.__init__:
-        return ()
-    params = inspect.signature(init).parameters.values()
-    return tuple(
-        Param(p.name, "any", None if p.default is p.empty else p.default)
-        for p in params
-        if p.kind == p.KEYWORD_ONLY or (p.kind == p.POSITIONAL_OR_KEYWORD and p.name != "self")
-    )
+    return tuple(Param(name, "any", None if default is inspect.Parameter.empty else default)
+                 for name, default in signature_defaults(init).items())
 
 
 def signature_defaults(init) -> dict:

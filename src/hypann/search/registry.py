@@ -8,6 +8,8 @@ and one branch in :func:`_load`: plain imports, so the import graph (checked by
 
 from __future__ import annotations
 
+from hypann import _params
+
 # name -> defining module (for reading; the import itself is in _load)
 _ALGORITHMS = {
     "auto": "hypann.search.auto",
@@ -59,7 +61,7 @@ def algorithm_class(name: str):
 
 def settings_of(cls) -> list[str]:
     """Names of the build settings ``cls`` declares (``build_settings``), in order."""
-    return [p.name for p in cls.build_settings]
+    return _params.names(cls.build_settings)
 
 
 def make_algorithm(name: str, params: dict):
