@@ -140,8 +140,7 @@ class LiveSet:
         """
         ids = np.asarray(ids, dtype=np.int64)
         if self._labels is None:  # the id is the row
-            inside = (ids >= 0) & (ids < self.n_rows)
-            found = inside & ~self.removed[np.where(inside, ids, 0)]
+            found = self.live_label_mask(ids)
             if not np.all(found):
                 raise ValueError(f"no live point with id(s) {ids[~found][:5].tolist()} in the index")
             return ids
