@@ -629,8 +629,7 @@ class HyperbolicIndex:
             else:
                 points, conformal = self.points_, self.conformal_
             return np.ascontiguousarray(points, dtype=np.float64), conformal
-        with numba_threads(self.n_jobs):
-            return V.check_points(Q, name="Q", model=self.model, c=self.c, dim=self.dim_, allow_empty=True)
+        return V.check_points(Q, name="Q", model=self.model, c=self.c, dim=self.dim_, allow_empty=True)
 
     def _result(self, ids, deltas, stats):
         ids = self._labels_of(np.asarray(ids, dtype=np.int64))
