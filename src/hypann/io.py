@@ -224,6 +224,13 @@ def _array_bytes(a: np.ndarray) -> memoryview:
     return memoryview(a.reshape(-1).view(np.uint8))
 
 
+def _write_array(fh, a) -> int:
+    """Write the bytes of ``a`` (C order, little-endian) to ``fh``; returns their number."""
+    data = _array_bytes(a)
+    fh.write(data)
+    return data.nbytes
+
+
 def _save_v3(header, arrays, path):
     """Write a format-3 file (see the module docstring) through :func:`atomic_write`."""
     table = {}
@@ -253,9 +260,7 @@ def _save_v3(header, arrays, path):
         for name in sorted(arrays):
             target = data_start + table[name]["offset"]
             fh.write(b"\0" * (target - pos))
-            data = _array_bytes(np.asarray(arrays[name]))
-            fh.write(data)
-            pos = target + data.nbytes
+            pos = target + _write_array(fh, np.asarray(arrays[name]))
 
     atomic_write(path, write)
 
