@@ -11,12 +11,20 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 from contextlib import contextmanager
 from numbers import Integral
+
+import numpy as np
 
 log = logging.getLogger("hypann")
 
 _NOTICE_SHOWN = False
+
+#: Batches of at most this many queries run the serial twin of a search kernel:
+#: a ``prange`` kernel costs a thread-pool launch (microseconds, or a wait for a
+#: busy core) that a single query does not repay.
+SERIAL_MAX_QUERIES = 1
 
 
 def check_n_jobs(n_jobs, *, name="n_jobs"):
@@ -94,3 +102,32 @@ def notice_first_compile(*dispatchers):
             _NOTICE_SHOWN = True
             log.warning("hypann: compiling numba kernels for first use (about a minute, once; cached on disk)")
             return
+
+
+class VisitedMarks:
+    """Reusable ``seen`` arrays for small searches over ``n`` points.
+
+    A search marks point ``u`` as visited by ``seen[u] = tag``, with a tag no
+    earlier search on that array used, so an array is zeroed once, when it
+    is made, and never again: a one-query search over ``n`` points costs
+    what it visits, not an ``O(n)`` fill. Each caller takes an array for its
+    search and gives it back (a lock guards the free list), so concurrent
+    searches never share one. Tags are int64 counters: they cannot run out.
+    """
+
+    def __init__(self, n):
+        self.n = int(n)
+        self._free = []
+        self._lock = threading.Lock()
+
+    def take(self):
+        """``(seen, first_tag)``: an array and the first tag not yet used on it."""
+        with self._lock:
+            if self._free:
+                return self._free.pop()
+        return np.zeros(self.n, dtype=np.int64), 1
+
+    def give(self, seen, next_tag):
+        """Return ``seen``; ``next_tag``: the first tag its last search did not use."""
+        with self._lock:
+            self._free.append((seen, int(next_tag)))

@@ -22,7 +22,7 @@ from numbers import Integral, Real
 
 import numpy as np
 
-from hypann._runtime import threads_for
+from hypann._runtime import SERIAL_MAX_QUERIES, threads_for
 from hypann.geometry import _kernels
 from hypann.geometry.models import lorentz_conformal_factor
 
@@ -139,6 +139,9 @@ def check_curvature(c):
     return float(c)
 
 
+_FAST_DTYPES = (np.dtype(np.float64), np.dtype(np.float32))
+
+
 def _reject_outside(name, outside, norms, what):
     bad = int(np.flatnonzero(outside)[0])
     raise ValueError(
@@ -190,6 +193,12 @@ def check_points(x, *, name="X", model="poincare", c=1.0, dim=None, allow_empty=
     """
     check_model(model)
     c = check_curvature(c)
+    if (type(x) is np.ndarray and model == "poincare" and x.ndim == 2 and 0 < x.shape[0] <= SERIAL_MAX_QUERIES
+            and x.shape[1] > 0 and x.dtype in _FAST_DTYPES and (dim is None or x.shape[1] == dim)):
+        # a query or two: one serial kernel; anything it finds wrong is reported by the full checks below
+        points, conformal, worst = _kernels.few_points_conformal(x, c)
+        if worst > 0.0:
+            return points, conformal
     check_tensor_manifold(x, name=name, model=model, c=c)
     arr = _to_array(x, name)
     if arr.ndim != 2:

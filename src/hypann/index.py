@@ -10,7 +10,7 @@ import numpy as np
 
 from hypann import _validation as V
 from hypann import _progress as progress
-from hypann._runtime import check_n_jobs, notice_first_compile, numba_threads
+from hypann._runtime import SERIAL_MAX_QUERIES, check_n_jobs, notice_first_compile, numba_threads
 from hypann.geometry import _kernels
 from hypann.geometry.poincare import delta_from_dist, dist_from_delta
 from hypann.oracles.base import EuclideanOracle
@@ -80,6 +80,8 @@ def check_search_options(algorithm, budget, oracle_params, query_params):
     folded into the returned ``query_params``; unknown query settings raise
     ``ValueError`` naming the allowed ones.
     """
+    if budget is None and oracle_params is None and not query_params:
+        return None, {}
     cls = algorithm_class(algorithm)
     budget = V.check_positive_int(budget, "budget", allow_none=True)
     query_params = dict(query_params)
@@ -470,6 +472,9 @@ class HyperbolicIndex:
         m = queries.shape[0]
         if m == 0:
             return SearchResult(np.empty((0, k), np.int64), np.empty((0, k)), SearchStats.zeros(0))
+        if m <= SERIAL_MAX_QUERIES and self.algorithm_.serial_small_batches and not self.live_.n_changes:
+            # serial kernels only: numba's thread setting does not matter (and costs a few microseconds)
+            return self._result(*self._search_rows(queries, q_conf, k, budget, query_params))
         with numba_threads(self.n_jobs, work=m):
             if self.verbose and m > PROGRESS_MIN_QUERIES and budget is None and self.algorithm not in _ROW_SEEDED:
                 rows, deltas, stats = self._search_rows_with_progress(queries, q_conf, k, query_params)
@@ -519,11 +524,12 @@ class HyperbolicIndex:
         such rows are answered by an exact scan (their samples count it).
         """
         rows = np.asarray(rows, dtype=np.int64)
-        short = np.flatnonzero((rows < 0).any(axis=1))
-        if short.size == 0:
+        if rows.min(initial=0) >= 0:
             return rows, deltas
-        ids, exact = _kernels.brute_knn_delta(np.ascontiguousarray(queries[short]), np.ascontiguousarray(q_conf[short]),
-                                              self.points_, self.conformal_, k)
+        short = np.flatnonzero((rows < 0).any(axis=1))
+        scan = _kernels.brute_knn_delta if short.size > SERIAL_MAX_QUERIES else _kernels.brute_knn_delta_serial
+        ids, exact = scan(np.ascontiguousarray(queries[short]), np.ascontiguousarray(q_conf[short]), self.points_,
+                          self.conformal_, k)
         rows = rows.copy()
         deltas = np.array(deltas, dtype=np.float64)
         rows[short], deltas[short] = ids, exact
@@ -633,8 +639,9 @@ class HyperbolicIndex:
 
     def _result(self, ids, deltas, stats):
         ids = self._labels_of(np.asarray(ids, dtype=np.int64))
-        distances = dist_from_delta(deltas) / np.sqrt(self.c)
-        distances[ids < 0] = np.inf
+        distances = dist_from_delta(deltas, c=self.c)
+        if ids.min(initial=0) < 0:
+            distances[ids < 0] = np.inf
         return SearchResult(ids, distances, stats)
 
     # -- persistence ------------------------------------------------------

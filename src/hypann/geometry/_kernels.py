@@ -115,6 +115,41 @@ def conformal_factor_curved(X, c):
     return out
 
 
+@nb.njit(cache=True)
+def few_points_conformal(X, c):
+    """Serial ``(points, conformal, worst)`` of a few rows: the fast path of input checking.
+
+    ``points = sqrt(c) X`` in float64 (``X`` itself for ``c = 1``),
+    ``conformal`` = :func:`conformal_factor_curved` of ``X`` (compensated
+    ``1 - c|x|^2``), and ``worst``, the smallest of ``conformal`` and, for
+    ``c != 1``, of the rounded points' own ``1 - |p|^2``: the rows are inside
+    the ball, finite, and stay inside after rounding exactly when
+    ``worst > 0`` (it is ``-inf`` at the first row that is not: a NaN or
+    infinite coordinate makes ``conformal`` NaN).
+    Same arithmetic as the parallel kernels, for inputs too small to repay a
+    thread-pool launch.
+    """
+    n, d = X.shape
+    points = np.empty((n, d))
+    conformal = np.empty(n)
+    worst = np.inf
+    scale = np.sqrt(c)
+    for i in range(n):
+        for j in range(d):
+            points[i, j] = X[i, j]
+        if c == 1.0:
+            conformal[i] = _conformal_row(points[i])
+        else:
+            conformal[i] = _conformal_row_curved(points[i], c)
+            for j in range(d):
+                points[i, j] = points[i, j] * scale
+            worst = min(worst, _conformal_row(points[i]))
+        if not conformal[i] > 0.0:  # outside, or NaN from a NaN or infinite coordinate
+            return points, conformal, -np.inf
+        worst = min(worst, conformal[i])
+    return points, conformal, worst
+
+
 @nb.njit(cache=True, inline="always")
 def sq_dist_row(q, x):
     """``|q - x|^2`` from explicit differences, in float64 also for float32 rows (float32 storage)."""
@@ -163,6 +198,16 @@ def insert_sorted_unique(keys, ids, key, ident):
     return True
 
 
+@nb.njit(cache=True, inline="always")
+def _brute_row(q, cq, X, cx, kd, ki):
+    """Scan every row of ``X`` into the sorted top-k list ``kd``/``ki`` of one query."""
+    k = kd.shape[0]
+    for j in range(X.shape[0]):
+        d = delta_row(q, cq, X[j], cx[j])
+        if d < kd[k - 1]:
+            insert_sorted(kd, ki, d, j)
+
+
 @nb.njit(cache=True, parallel=True)
 def brute_knn_delta(Q, cq, X, cx, k):
     """Exact k smallest ``delta`` of each query against every row of ``X``.
@@ -171,18 +216,21 @@ def brute_knn_delta(Q, cq, X, cx, k):
     the lower index. Parallel over queries.
     """
     m = Q.shape[0]
-    n = X.shape[0]
     ids = np.full((m, k), -1, dtype=np.int64)
     ds = np.full((m, k), np.inf)
     for i in nb.prange(m):
-        q = Q[i]
-        cqi = cq[i]
-        kd = ds[i]
-        ki = ids[i]
-        for j in range(n):
-            d = delta_row(q, cqi, X[j], cx[j])
-            if d < kd[k - 1]:
-                insert_sorted(kd, ki, d, j)
+        _brute_row(Q[i], cq[i], X, cx, ds[i], ids[i])
+    return ids, ds
+
+
+@nb.njit(cache=True)
+def brute_knn_delta_serial(Q, cq, X, cx, k):
+    """:func:`brute_knn_delta` on the calling thread (small batches: no thread-pool launch)."""
+    m = Q.shape[0]
+    ids = np.full((m, k), -1, dtype=np.int64)
+    ds = np.full((m, k), np.inf)
+    for i in range(m):
+        _brute_row(Q[i], cq[i], X, cx, ds[i], ids[i])
     return ids, ds
 
 

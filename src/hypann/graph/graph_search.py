@@ -73,6 +73,7 @@ class GraphSearch(SearchAlgorithm):
 
     name = "graph"
     uses_oracle = False
+    serial_small_batches = True
     build_settings = (
         Param("n_neighbors", "int", 24, "neighbours per point in the k-NN graph", low=1),
         Param("max_degree", "int", 40, "out-degree cap of the search graph (>= n_neighbors)", low=1),
@@ -151,16 +152,17 @@ class GraphSearch(SearchAlgorithm):
 
     def search(self, queries, q_conformal, k, *, budget=None, ef=None):
         ids, deltas, samples = self.graph_.search(queries, q_conformal, k, ef=ef, budget=budget)
-        if self.owns_points:  # graph ids are tree positions
-            ids = np.where(ids >= 0, self.tree_.indices_[np.maximum(ids, 0)], -1)
         stats = SearchStats.zeros(queries.shape[0])
         stats.rounds[:] = 1
         if self.exact:
             # the tree gets what the graph left of the budget (a hard limit overall)
             left = None if budget is None else np.maximum(budget - samples, 0)
-            ids, deltas, tree_samples = self.tree_.search_exact(queries, q_conformal, k, budget=left, seed_ids=ids)
+            seeds = {"seed_rows" if self.owns_points else "seed_ids": ids}  # graph ids: tree positions, or input ids
+            ids, deltas, tree_samples = self.tree_.search_exact(queries, q_conformal, k, budget=left, **seeds)
             samples = samples + tree_samples
             stats.rounds[:] = 2
+        elif self.owns_points:  # graph ids are tree positions
+            ids = np.where(ids >= 0, self.tree_.indices_[np.maximum(ids, 0)], -1)
         stats.samples[:] = samples
         return ids, deltas, stats
 

@@ -125,6 +125,7 @@ import numba as nb
 import numpy as np
 
 from hypann import _progress as progress
+from hypann._runtime import SERIAL_MAX_QUERIES, VisitedMarks
 from hypann._validation import check_positive_int, check_real, check_stored_points, check_stored_queries
 from hypann.geometry._kernels import brute_knn_delta, delta_row, insert_sorted, sq_dist_row
 from hypann.graph.partition_tree import build_forest, build_tree, mix_seed, split_key, splitmix64
@@ -567,13 +568,35 @@ def _search_one(points, conf, nbrs, pivots, thresholds, children, ranges, order,
     return cnt
 
 
+@nb.njit(cache=True)
+def _search_range(points, conf, nbrs, pivots, thresholds, children, ranges, order, n_seeds, pivot_node_size, queries,
+                  q_conf, ef, budget, exclude, first, stop, seen, tag0, out_i, out_d, samples):
+    """Search queries ``first <= i < stop`` (:func:`_search_one`) into rows ``i`` of the outputs.
+
+    Query ``i`` marks what it visits in ``seen`` with tag ``tag0 + i``; the
+    caller guarantees that no entry of ``seen`` holds such a tag yet.
+    """
+    k = out_i.shape[1]
+    lst_d = np.empty(ef)
+    lst_i = np.empty(ef, dtype=np.int64)
+    lst_e = np.empty(ef, dtype=np.bool_)
+    for i in range(first, stop):
+        samples[i] = _search_one(points, conf, nbrs, pivots, thresholds, children, ranges, order, n_seeds,
+                                 pivot_node_size, queries[i], q_conf[i], ef, budget[i], exclude[i], seen, tag0 + i,
+                                 lst_d, lst_i, lst_e)
+        for t in range(k):
+            out_d[i, t] = lst_d[t]
+            out_i[i, t] = lst_i[t]
+
+
 @nb.njit(cache=True, parallel=True)
 def _search(points, conf, nbrs, pivots, thresholds, children, ranges, order, n_seeds, pivot_node_size, queries, q_conf,
             k, ef, budget, exclude, n_chunks):
-    """Search every query (:func:`_search_one`), parallel over chunks of queries.
+    """Search every query (:func:`_search_range`), parallel over chunks of queries.
 
-    Each chunk owns its ``seen`` tags (``n``) and a search list (``ef``);
-    ``exclude[i] >= 0`` hides that point from query ``i`` (leave-one-out).
+    Each chunk owns its ``seen`` tags (``n``, zeroed) and a search list
+    (``ef``); ``exclude[i] >= 0`` hides that point from query ``i``
+    (leave-one-out).
     """
     m = queries.shape[0]
     n = points.shape[0]
@@ -583,16 +606,25 @@ def _search(points, conf, nbrs, pivots, thresholds, children, ranges, order, n_s
     per = (m + n_chunks - 1) // n_chunks
     for ch in nb.prange(n_chunks):
         seen = np.zeros(n, dtype=np.int64)
-        lst_d = np.empty(ef)
-        lst_i = np.empty(ef, dtype=np.int64)
-        lst_e = np.empty(ef, dtype=np.bool_)
-        for i in range(ch * per, min(m, (ch + 1) * per)):
-            samples[i] = _search_one(points, conf, nbrs, pivots, thresholds, children, ranges, order, n_seeds,
-                                     pivot_node_size, queries[i], q_conf[i], ef, budget[i], exclude[i], seen, i + 1,
-                                     lst_d, lst_i, lst_e)
-            for t in range(k):
-                out_d[i, t] = lst_d[t]
-                out_i[i, t] = lst_i[t]
+        _search_range(points, conf, nbrs, pivots, thresholds, children, ranges, order, n_seeds, pivot_node_size,
+                      queries, q_conf, ef, budget, exclude, ch * per, min(m, (ch + 1) * per), seen, 1, out_i, out_d,
+                      samples)
+    return out_i, out_d, samples
+
+
+@nb.njit(cache=True)
+def _search_serial(points, conf, nbrs, pivots, thresholds, children, ranges, order, n_seeds, pivot_node_size, queries,
+                   q_conf, k, ef, budget, exclude, seen, tag0):
+    """:func:`_search` on the calling thread, with a reused ``seen`` (tags from ``tag0`` on).
+
+    For small batches: no thread-pool launch and no ``O(n)`` fill.
+    """
+    m = queries.shape[0]
+    out_d = np.full((m, k), np.inf)
+    out_i = np.full((m, k), -1, dtype=np.int64)
+    samples = np.zeros(m, dtype=np.int64)
+    _search_range(points, conf, nbrs, pivots, thresholds, children, ranges, order, n_seeds, pivot_node_size, queries,
+                  q_conf, ef, budget, exclude, 0, m, seen, tag0, out_i, out_d, samples)
     return out_i, out_d, samples
 
 
@@ -764,10 +796,20 @@ class HyperbolicGraphIndex:
         m = queries.shape[0]
         b = np.full(m, _NO_BUDGET if budget is None else budget, dtype=np.int64)
         ex = np.full(m, -1, dtype=np.int64) if exclude is None else np.ascontiguousarray(exclude, dtype=np.int64)
-        n_chunks = max(1, min(m, 4 * nb.get_num_threads()))
-        return _search(self.points_, self.conformal_, self.neighbors_, self.tree_pivots_, self.tree_thresholds_,
-                       self.tree_children_, self.tree_ranges_, self.tree_order_, self.leaf_size,
-                       PIVOT_SEED_LEAVES * self.leaf_size, queries, q_conformal, k, max(ef, k), b, ex, n_chunks)
+        structure = (self.points_, self.conformal_, self.neighbors_, self.tree_pivots_, self.tree_thresholds_,
+                     self.tree_children_, self.tree_ranges_, self.tree_order_, self.leaf_size,
+                     PIVOT_SEED_LEAVES * self.leaf_size)
+        if m > SERIAL_MAX_QUERIES:
+            n_chunks = max(1, min(m, 4 * nb.get_num_threads()))
+            return _search(*structure, queries, q_conformal, k, max(ef, k), b, ex, n_chunks)
+        marks = self.__dict__.get("_marks")
+        if marks is None:  # made on the first small search; not part of the state
+            marks = self.__dict__.setdefault("_marks", VisitedMarks(self.n_points_))
+        seen, tag0 = marks.take()
+        try:
+            return _search_serial(*structure, queries, q_conformal, k, max(ef, k), b, ex, seen, tag0)
+        finally:
+            marks.give(seen, tag0 + m)
 
     def search(self, queries, q_conformal, k, *, ef=None, budget=None, L=None) -> GraphSearchResult:
         """Best-first search with a list of ``ef`` entries from the tree leaf of each query.
@@ -809,6 +851,11 @@ class HyperbolicGraphIndex:
         return GraphSearchResult(ids, deltas, samples)
 
     # -- state ------------------------------------------------------------
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state.pop("_marks", None)  # scratch of small searches (holds a lock)
+        return state
+
     def to_arrays(self, *, include_points=True) -> dict:
         """The fitted index as a dict of arrays (for :func:`numpy.savez`); see :meth:`from_arrays`.
 

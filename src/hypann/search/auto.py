@@ -156,6 +156,10 @@ class AutoSearch(SearchAlgorithm):
     def supports_removed(self):
         return self.chosen_.supports_removed
 
+    @property
+    def serial_small_batches(self):
+        return self.chosen_.serial_small_batches
+
     supports_radius = True
 
     def search(self, queries, q_conformal, k, *, budget=None, **params):

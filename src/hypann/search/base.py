@@ -44,6 +44,11 @@ class SearchAlgorithm:
     #: True when ``search`` (and ``search_radius``) take ``removed=`` (one flag per
     #: built row) and skip those points; otherwise the index filters the answers
     supports_removed = False
+    #: True when ``search`` answers a batch of at most
+    #: :data:`hypann._runtime.SERIAL_MAX_QUERIES` queries (without ``removed``)
+    #: with serial kernels only: the index then leaves numba's thread setting
+    #: alone for such a call (no parallel kernel waits for an idle thread)
+    serial_small_batches = False
 
     def describe(self) -> str:
         """What the built algorithm chose and why, in words; ``""`` when there is nothing to add."""
@@ -84,6 +89,8 @@ class SearchAlgorithm:
         each declared setting is checked by its declaration (``None`` means
         the build's default); other keys (``oracle_params``) pass through.
         """
+        if not params:
+            return params
         params = _params.resolve_aliases(self.query_settings, params, f"algorithm {self.name!r}", stacklevel=5)
         declared = _params.by_name(self.query_settings)
         return {key: (declared[key].check(value) if key in declared and value is not None else value)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from hypann._runtime import SERIAL_MAX_QUERIES
 from hypann.geometry import _kernels
 from hypann.result import SearchStats
 from hypann.search.base import SearchAlgorithm, sort_ragged
@@ -21,6 +22,7 @@ class BruteForceSearch(SearchAlgorithm):
 
     name = "brute"
     uses_oracle = False
+    serial_small_batches = True
 
     def _build(self, points, conformal, oracle):
         self._perm = self.rng_.permutation(points.shape[0])
@@ -29,13 +31,14 @@ class BruteForceSearch(SearchAlgorithm):
         n = self.points_.shape[0]
         m = queries.shape[0]
         stats = SearchStats.zeros(m)
+        scan = _kernels.brute_knn_delta if m > SERIAL_MAX_QUERIES else _kernels.brute_knn_delta_serial
         if budget is not None and budget < n:
             sub = np.sort(self._perm[: max(budget, 1)])
-            ids, deltas = _kernels.brute_knn_delta(queries, q_conformal, self.points_[sub], self.conformal_[sub], k)
+            ids, deltas = scan(queries, q_conformal, self.points_[sub], self.conformal_[sub], k)
             ids = np.where(ids >= 0, sub[np.maximum(ids, 0)], -1)
             stats.samples[:] = len(sub)
         else:
-            ids, deltas = _kernels.brute_knn_delta(queries, q_conformal, self.points_, self.conformal_, k)
+            ids, deltas = scan(queries, q_conformal, self.points_, self.conformal_, k)
             stats.samples[:] = n
         stats.rounds[:] = 1
         return ids, deltas, stats

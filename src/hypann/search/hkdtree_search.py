@@ -57,6 +57,7 @@ class HyperbolicKDTreeSearch(SearchAlgorithm):
 
     #: ``search`` takes ``removed=`` (a flag per built row) and skips those points
     supports_removed = True
+    serial_small_batches = True
 
     def search(self, queries, q_conformal, k, *, budget=None, removed=None):
         ids, deltas, samples = self.tree_.search_exact(queries, q_conformal, k, budget=budget, removed=removed)

@@ -81,6 +81,7 @@ import numba as nb
 import numpy as np
 
 from hypann._params import Param
+from hypann._runtime import SERIAL_MAX_QUERIES
 from hypann._validation import (
     check_positive_int,
     check_state_array,
@@ -92,7 +93,7 @@ from hypann._validation import (
     state_error,
 )
 from hypann.geometry import _kernels
-from hypann.geometry._kernels import delta_row, insert_sorted, sq_dist_row
+from hypann.geometry._kernels import delta_row, insert_sorted, insert_sorted_unique, sq_dist_row
 from hypann.oracles.base import EuclideanNeighbors, EuclideanOracle
 from hypann.oracles.registry import register_oracle
 
@@ -574,6 +575,40 @@ def _search_exact(pts, conf, perm, lo, hi, left, right, start, end, max_conf, qu
             out_d[i], out_i[i], seeded, alive,
         )
     return samples
+
+
+@nb.njit(cache=True)
+def _search_exact_serial(pts, conf, perm, lo, hi, left, right, start, end, max_conf, queries, q_conf, budget, out_i,
+                         out_d, seeded, alive):
+    """:func:`_search_exact` on the calling thread (small batches: no thread-pool launch)."""
+    m = queries.shape[0]
+    samples = np.zeros(m, dtype=np.int64)
+    for i in range(m):
+        samples[i] = _search_exact_one(
+            pts, conf, perm, lo, hi, left, right, start, end, max_conf, queries[i], q_conf[i], budget[i],
+            out_d[i], out_i[i], seeded, alive,
+        )
+    return samples
+
+
+@nb.njit(cache=True)
+def _seed_lists_fill(pts, conf, perm, queries, q_conf, rows, out_i, out_d):
+    """Fill each query's top-k lists with its distinct seed points, by true ``delta``.
+
+    ``rows[i]`` holds tree positions (``-1`` or out of range: none);
+    ``out_i/out_d`` arrive as ``-1``/``inf`` and receive input ids
+    (``perm[row]``) ascending by ``delta``. Serial: ``m * s`` distances.
+    """
+    n = pts.shape[0]
+    k = out_i.shape[1]
+    for i in range(queries.shape[0]):
+        for t in range(rows.shape[1]):
+            r = rows[i, t]
+            if r < 0 or r >= n:
+                continue
+            d = delta_row(queries[i], q_conf[i], pts[r], conf[r])
+            if d < out_d[i, k - 1]:
+                insert_sorted_unique(out_d[i], out_i[i], d, perm[r])
 
 
 @nb.njit(cache=True)
@@ -1060,7 +1095,8 @@ class HyperbolicKDTree:
         )
         return e_sq, e_id, samples
 
-    def search_exact(self, queries, q_conformal, k, budget=None, *, seed_ids=None, removed=None) -> KNNResult:
+    def search_exact(self, queries, q_conformal, k, budget=None, *, seed_ids=None, seed_rows=None,
+                     removed=None) -> KNNResult:
         """Exact hyperbolic k-NN by ``delta`` with hyperbolic box pruning.
 
         A node is skipped when the lower bound
@@ -1087,6 +1123,9 @@ class HyperbolicKDTree:
             best ``k`` of them start the search, so the tree prunes with their
             k-th ``delta`` from the first node on. The answer is exact whatever
             the seeds are; good seeds only make it cheaper.
+        seed_rows : ndarray of shape (m, s), int, optional
+            Seeds given as tree positions (rows of ``points_``) instead of
+            input ids: what a graph built on the tree's own points returns.
         removed : ndarray of shape (n,), bool, optional
             Input rows to skip (deleted points), by input row id.
 
@@ -1104,10 +1143,15 @@ class HyperbolicKDTree:
         m = queries.shape[0]
         out_i = np.full((m, k), -1, dtype=np.int64)
         out_d = np.full((m, k), np.inf)
-        seeded = seed_ids is not None
+        if seed_ids is not None and seed_rows is not None:
+            raise ValueError("give seed_ids or seed_rows, not both")
+        seeded = seed_ids is not None or seed_rows is not None
         if seeded:
-            out_i, out_d = self._seed_lists(queries, q_conformal, k, seed_ids)
-        samples = _search_exact(
+            positions = seed_rows is not None
+            out_i, out_d = self._seed_lists(queries, q_conformal, k, seed_rows if positions else seed_ids,
+                                            positions=positions)
+        kernel = _search_exact if m > SERIAL_MAX_QUERIES else _search_exact_serial
+        samples = kernel(
             self.points_, self.conformal_, self.indices_, self.lo_, self.hi_, self.left_, self.right_,
             self.start_, self.end_, self.max_conformal_, queries, q_conformal, _budget_array(budget, m),
             out_i, out_d, seeded, self._alive(removed),
@@ -1123,29 +1167,30 @@ class HyperbolicKDTree:
             raise ValueError(f"removed must have shape ({self.n_points_},), got {removed.shape}")
         return np.ascontiguousarray(~removed[self.indices_], dtype=np.uint8)
 
-    def _seed_lists(self, queries, q_conformal, k, seed_ids):
-        """Best ``k`` distinct valid seeds per row with their true ``delta``; ``-1``/``inf`` pad."""
+    def _seed_lists(self, queries, q_conformal, k, seeds, *, positions=False):
+        """Best ``k`` distinct valid seeds per row with their true ``delta``; ``-1``/``inf`` pad.
+
+        ``seeds``: input ids, or tree positions with ``positions=True``;
+        ``-1`` and ids out of range are ignored.
+        """
         m = queries.shape[0]
-        seeds = np.asarray(seed_ids)
+        name = "seed_rows" if positions else "seed_ids"
+        seeds = np.asarray(seeds)
         if seeds.ndim != 2 or seeds.shape[0] != m or seeds.dtype.kind not in "iu":
-            raise ValueError(f"seed_ids must be an integer array of shape ({m}, s), got {seeds.dtype} {seeds.shape}")
+            raise ValueError(f"{name} must be an integer array of shape ({m}, s), got {seeds.dtype} {seeds.shape}")
         seeds = seeds.astype(np.int64)
-        seeds = np.where((seeds >= 0) & (seeds < self.n_points_), seeds, -1)
-        seeds = np.sort(seeds, axis=1)
-        seeds[:, 1:][seeds[:, 1:] == seeds[:, :-1]] = -1  # one copy of each id
-        # delta of the seeds from the stored points (rows of points_ are in tree order)
-        pos = np.empty(self.n_points_, dtype=np.int64)
-        pos[self.indices_] = np.arange(self.n_points_)
-        rows = np.where(seeds >= 0, pos[np.maximum(seeds, 0)], -1)
-        deltas = _kernels.delta_to_candidates(queries, q_conformal, self.points_, self.conformal_, rows)
-        order = np.argsort(deltas, axis=1, kind="stable")[:, :k]
+        if positions:
+            rows = seeds
+        else:  # the stored points are in tree order
+            valid = (seeds >= 0) & (seeds < self.n_points_)
+            pos = np.empty(self.n_points_, dtype=np.int64)
+            pos[self.indices_] = np.arange(self.n_points_)
+            rows = np.where(valid, pos[np.where(valid, seeds, 0)], -1)
         out_d = np.full((m, k), np.inf)
         out_i = np.full((m, k), -1, dtype=np.int64)
-        take = order.shape[1]
-        out_d[:, :take] = np.take_along_axis(deltas, order, 1)
-        out_i[:, :take] = np.take_along_axis(seeds, order, 1)
-        out_i[~np.isfinite(out_d)] = -1
-        return np.ascontiguousarray(out_i), np.ascontiguousarray(out_d)
+        _seed_lists_fill(self.points_, self.conformal_, self.indices_, queries, q_conformal,
+                         np.ascontiguousarray(rows), out_i, out_d)
+        return out_i, out_d
 
     def search_radius(self, queries, q_conformal, delta_limit, *, removed=None):
         """All points with ``delta(q, x) <= delta_limit[i]`` for each query: exact range search.

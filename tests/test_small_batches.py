@@ -1,0 +1,201 @@
+"""One query per call: the serial kernels, the input check's fast path and the reused visited marks.
+
+A batch of at most ``SERIAL_MAX_QUERIES`` queries runs serial twins of the
+search kernels, checks its rows with one serial kernel, and (for the graph)
+marks visited points in a reused array instead of a fresh ``O(n)`` one. None
+of that may change an answer: every test compares with the batch path, bit
+for bit, or with the full input checks' error.
+"""
+
+from __future__ import annotations
+
+import pickle
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import hypann
+from hypann import _validation as V
+from hypann._runtime import SERIAL_MAX_QUERIES, VisitedMarks
+from hypann.geometry import _kernels
+from hypann.search.hyperbolic_kdtree import HyperbolicKDTree
+from tests.conftest import ball_points
+
+CONFIGS = [
+    dict(algorithm="hkdtree"),
+    dict(algorithm="graph"),
+    dict(algorithm="graph", exact=True),
+    dict(algorithm="brute"),
+    dict(algorithm="auto"),
+    dict(algorithm="hkdtree", storage="float32"),
+    dict(algorithm="graph", exact=True, storage="float32"),
+    dict(algorithm="graph", c=0.3),
+]
+
+
+def test_a_single_query_is_a_small_batch():
+    assert SERIAL_MAX_QUERIES >= 1
+
+
+def _same(one, batch, i):
+    np.testing.assert_array_equal(one.indices[0], batch.indices[i])
+    np.testing.assert_array_equal(one.distances[0], batch.distances[i])
+    np.testing.assert_array_equal(one.stats.samples[0], batch.stats.samples[i])
+
+
+@pytest.fixture(scope="module")
+def data():
+    rng = np.random.default_rng(21)
+    X = ball_points(rng, 1500, 5, min_conformal=1e-10)
+    Q = ball_points(rng, 40, 5, min_conformal=1e-10)
+    return X, Q
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=lambda c: ",".join(f"{k}={v}" for k, v in c.items()))
+def test_one_query_per_call_equals_the_batch(data, config):
+    X, Q = data
+    config = dict(config)
+    c = config.pop("c", 1.0)
+    index = hypann.HyperbolicIndex(c=c, random_state=0, verbose=False, **config).build(X / np.sqrt(c))
+    Qc = Q / np.sqrt(c)
+    for kw in (dict(k=7), dict(k=3, budget=60)):
+        batch = index.search(Qc, **kw)
+        for i in range(len(Q)):
+            _same(index.search(Qc[i:i + 1], **kw), batch, i)
+    if config["algorithm"] != "graph" or config.get("exact"):  # exact methods: brute force's answer
+        ref = hypann.HyperbolicIndex(algorithm="brute", c=c).build(X / np.sqrt(c)).search(Qc, 7)
+        np.testing.assert_array_equal(index.search(Qc[:1], 7).indices[0], ref.indices[0])
+
+
+def test_one_query_per_call_after_adding_and_removing(data):
+    X, Q = data
+    index = hypann.HyperbolicIndex(algorithm="graph", exact=True, random_state=0, verbose=False).build(X[:1200])
+    index.add(X[1200:])
+    index.remove(np.arange(0, 1500, 7))
+    batch = index.search(Q, 5)
+    for i in range(len(Q)):
+        _same(index.search(Q[i:i + 1], 5), batch, i)
+
+
+def test_graph_reuses_its_visited_marks_without_mixing_queries(data):
+    """Hundreds of one-query calls on one reused array, then concurrent calls from 8 threads."""
+    X, Q = data
+    index = hypann.HyperbolicIndex(algorithm="graph", random_state=0, verbose=False).build(X)
+    batch = index.search(Q, 10)
+    for _ in range(5):
+        for i in range(len(Q)):
+            _same(index.search(Q[i:i + 1], 10), batch, i)
+    with ThreadPoolExecutor(8) as pool:
+        got = list(pool.map(lambda i: index.search(Q[i:i + 1], 10), list(range(len(Q))) * 4))
+    for j, one in enumerate(got):
+        _same(one, batch, j % len(Q))
+    again = pickle.loads(pickle.dumps(index))  # the marks (with their lock) are not part of the state
+    _same(again.search(Q[:1], 10), batch, 0)
+
+
+def test_visited_marks_hand_out_fresh_tags():
+    marks = VisitedMarks(5)
+    seen, tag = marks.take()
+    assert seen.shape == (5,) and seen.dtype == np.int64 and not seen.any() and tag == 1
+    seen[2] = 3
+    marks.give(seen, 4)
+    again, tag = marks.take()
+    assert again is seen and tag == 4
+    other, tag_other = marks.take()  # the first is taken: a new array
+    assert other is not seen and tag_other == 1
+
+
+# --- the input check's fast path ---------------------------------------------------------------
+
+def _full_check(row, **kw):
+    """The full checks' answer for ``row``: as the second row of a batch too large for the fast path."""
+    rows = np.repeat(row[None, :], SERIAL_MAX_QUERIES + 1, axis=0)
+    points, conformal = V.check_points(rows, **kw)
+    return points[-1:], conformal[-1:]
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.integers(1, 12),
+    st.floats(0.0, 37.0),
+    st.sampled_from([1.0, 0.25, 3.7]),
+    st.sampled_from([np.float64, np.float32]),
+    st.integers(0, 2**32 - 1),
+)
+def test_fast_check_equals_the_full_check(d, hyperbolic_norm, c, dtype, seed):
+    """Bit for bit, from the origin to hyperbolic norm 37 (``1-c|x|^2`` down to ~1e-16)."""
+    rng = np.random.default_rng(seed)
+    u = rng.normal(size=d)
+    u /= np.linalg.norm(u)
+    x = (np.tanh(hyperbolic_norm / 2.0) * u / np.sqrt(c)).astype(dtype)
+    try:
+        full = _full_check(x, c=c)
+    except ValueError as exc:  # rounded onto the boundary: the fast path must report the same
+        with pytest.raises(ValueError, match=str(exc)[:40].replace("(", r"\(").replace("[", r"\[")):
+            V.check_points(x[None, :], c=c)
+        return
+    fast = V.check_points(x[None, :], c=c)
+    np.testing.assert_array_equal(fast[0], full[0])
+    np.testing.assert_array_equal(fast[1], full[1])
+    assert fast[0].dtype == np.float64 and fast[0].flags.c_contiguous
+    assert not np.shares_memory(fast[0], x)
+
+
+def test_fast_check_takes_a_strided_row_and_copies_it():
+    X = np.random.default_rng(3).uniform(-0.3, 0.3, (4, 6))
+    row = X[1:2, ::2]
+    points, conformal = V.check_points(row)
+    np.testing.assert_array_equal(points, np.ascontiguousarray(row))
+    np.testing.assert_array_equal(conformal, _kernels.conformal_factor(np.ascontiguousarray(row)))
+    points[0, 0] = 0.5
+    assert X[1, 0] != 0.5
+
+
+@pytest.mark.parametrize("row, message", [
+    ([0.1, np.nan, 0.2], r"Q contains NaN or inf \(first at row 0"),
+    ([0.1, np.inf, 0.2], r"Q contains NaN or inf \(first at row 0"),
+    ([0.6, 0.6, 0.6], r"Q row 0 is not strictly inside the Poincare ball"),
+    ([1.0, 0.0, 0.0], r"Q row 0 is not strictly inside the Poincare ball"),
+    ([1e150, 0.0, 0.0], r"Q row 0 is not strictly inside the Poincare ball"),
+])
+def test_one_bad_query_gets_the_full_checks_error(row, message):
+    index = hypann.HyperbolicIndex(algorithm="hkdtree").build(np.random.default_rng(0).uniform(-0.3, 0.3, (50, 3)))
+    with pytest.raises(ValueError, match=message):
+        index.search(np.array([row]), 1)
+    with pytest.raises(ValueError, match=r"Q has 2 dimensions \(Poincare\), but the index was built with 3"):
+        index.search(np.array([[0.1, 0.2]]), 1)
+
+
+def test_a_query_that_rounds_onto_the_boundary_is_refused_by_the_fast_path():
+    c = 2.0
+    index = hypann.HyperbolicIndex(algorithm="hkdtree", c=c).build(np.array([[0.1, 0.2], [0.3, -0.1]]))
+    q = np.array([[0.7071067811865475, 0.0]])  # 1 - 2 x^2 = 1.8e-16 > 0, but sqrt(2) x rounds to 1.0
+    assert _kernels.conformal_factor_curved(q, c)[0] > 0 and q[0, 0] * np.sqrt(c) == 1.0
+    with pytest.raises(ValueError, match=r"Q row 0 is too far from the origin for float64: its conformal factor"):
+        index.search(q, 1)
+
+
+# --- the kd-tree's seeds by position ----------------------------------------------------------
+
+def test_seed_rows_equal_seed_ids(data):
+    X, Q = data
+    conformal = _kernels.conformal_factor(X)
+    tree = HyperbolicKDTree(leaf_size=8).build(X.copy(), conformal.copy())
+    qc = _kernels.conformal_factor(Q)
+    rng = np.random.default_rng(4)
+    rows = rng.integers(-1, len(X), size=(len(Q), 6))
+    rows[:, 1] = rows[:, 0]  # a repeated seed counts once
+    ids = np.where(rows >= 0, tree.indices_[np.maximum(rows, 0)], -1)
+    by_rows = tree.search_exact(Q, qc, 4, seed_rows=rows)
+    by_ids = tree.search_exact(Q, qc, 4, seed_ids=ids)
+    plain = tree.search_exact(Q, qc, 4)
+    np.testing.assert_array_equal(by_rows.ids, by_ids.ids)
+    np.testing.assert_array_equal(by_rows.deltas, by_ids.deltas)
+    np.testing.assert_array_equal(by_rows.deltas, plain.deltas)
+    with pytest.raises(ValueError, match="give seed_ids or seed_rows, not both"):
+        tree.search_exact(Q, qc, 4, seed_ids=ids, seed_rows=rows)
+    with pytest.raises(ValueError, match=r"seed_rows must be an integer array of shape \(40, s\)"):
+        tree.search_exact(Q, qc, 4, seed_rows=rows[:3])
