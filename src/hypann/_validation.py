@@ -42,10 +42,14 @@ class ParameterTypeError(TypeError, ValueError):
 
 
 def _is_int(value):
+    if type(value) is int:  # the common case, without the abstract-class check
+        return True
     return isinstance(value, Integral) and not isinstance(value, (bool, np.bool_))
 
 
 def _is_real(value):
+    if type(value) is float or type(value) is int:
+        return True
     return isinstance(value, Real) and not isinstance(value, (bool, np.bool_))
 def _is_torch_tensor(x):
     # duck-typed so that torch is never imported here (geoopt's ManifoldTensor is a torch.Tensor)
@@ -308,12 +312,12 @@ def check_radius(r, m, *, name="r"):
 def check_positive_int(value, name, *, allow_none=False):
     if value is None and allow_none:
         return None
+    if _is_int(value) and value >= 1:
+        return int(value)
     msg = f"{name} must be a positive integer{' or None' if allow_none else ''}, got {name}={value!r}"
     if not _is_int(value):
         raise ParameterTypeError(f"{msg} ({type(value).__name__})")
-    if value < 1:
-        raise ValueError(msg)
-    return int(value)
+    raise ValueError(msg)
 
 
 def check_real(value, name, *, low=None, high=None, low_open=False, high_open=False, allow_none=False):

@@ -152,19 +152,17 @@ class GraphSearch(SearchAlgorithm):
 
     def search(self, queries, q_conformal, k, *, budget=None, ef=None):
         ids, deltas, samples = self.graph_.search(queries, q_conformal, k, ef=ef, budget=budget)
-        stats = SearchStats.zeros(queries.shape[0])
-        stats.rounds[:] = 1
+        m = queries.shape[0]
         if self.exact:
             # the tree gets what the graph left of the budget (a hard limit overall)
             left = None if budget is None else np.maximum(budget - samples, 0)
             seeds = {"seed_rows" if self.owns_points else "seed_ids": ids}  # graph ids: tree positions, or input ids
             ids, deltas, tree_samples = self.tree_.search_exact(queries, q_conformal, k, budget=left, **seeds)
             samples = samples + tree_samples
-            stats.rounds[:] = 2
         elif self.owns_points:  # graph ids are tree positions
             ids = np.where(ids >= 0, self.tree_.indices_[np.maximum(ids, 0)], -1)
-        stats.samples[:] = samples
-        return ids, deltas, stats
+        rounds = np.full(m, 2 if self.exact else 1, dtype=np.int64)
+        return ids, deltas, SearchStats(np.zeros(m, dtype=np.int64), samples.astype(np.int64, copy=False), rounds)
 
     def get_state(self):
         # the points are the index's own: saved once by the index, shared on load
