@@ -350,3 +350,32 @@ def test_mmap_structure_load_reads_no_point_of_a_tree_index(tmp_path, algo):
     hypann.load(tmp_path / "moved.hypann", mmap=True).search(_points()[:3], 2)
     with pytest.raises(ValueError, match=r"state '(lo|hi)': the point at position 0 lies outside the box"):
         hypann.load(tmp_path / "moved.hypann", mmap=True, verify="full")
+
+
+@pytest.mark.parametrize("exact", [False, True])
+def test_mmap_structure_load_of_a_graph_reads_no_neighbour_id_and_survives_bad_ones(tmp_path, exact):
+    """verify="structure" does not read the graph's per-point ids; the search skips ids out of range.
+
+    Neighbour ids and leaf order set out of range (checksums recomputed): the
+    structural load opens the file and searches without reading outside the
+    arrays (the kernel tests also run under NUMBA_BOUNDSCHECK=1), and every
+    returned id is a real row; the full load names the damage.
+    """
+    X = _points()
+    index = hypann.HyperbolicIndex(algorithm="graph", exact=exact, random_state=0).build(X)
+    index.save(tmp_path / "g.hypann")
+    header, arrays = hio.read_raw(tmp_path / "g.hypann")
+    arrays = {k: np.array(v) for k, v in arrays.items()}
+    nbrs, order = arrays["state/neighbors"], arrays["state/tree_order"]
+    nbrs[::3, :4] = N + 7
+    nbrs[1, 0] = np.iinfo(np.int32).max
+    order[:5] = [-3, N, N + 100, -1, 2**40]
+    hio.write_raw(tmp_path / "bad.hypann", header, arrays)
+    loaded = hypann.load(tmp_path / "bad.hypann", mmap=True)
+    got = loaded.search(X[:20], 4)
+    assert got.indices.min() >= 0 and got.indices.max() < N
+    if exact:  # the tree re-checks the graph's answer: still brute force's
+        ref = hypann.HyperbolicIndex(algorithm="brute").build(X).search(X[:20], 4)
+        np.testing.assert_array_equal(got.distances, ref.distances)
+    with pytest.raises(ValueError, match=r"neighbors holds ids outside \[-1, n\); tree_order is not a permutation"):
+        hypann.load(tmp_path / "bad.hypann", verify="full")

@@ -38,8 +38,9 @@ Checking a version-3 file (``verify=`` of :func:`load_index`):
     per-point arrays: every array's dtype, shape, alignment and extent within
     the file, and the search structure's shape (``validate_state`` with
     ``full=False``: tree children, ranges and ``max_conformal``, all
-    ``O(n / leaf_size)``). Enough that no kernel reads or writes out of
-    bounds, whatever the file holds; not enough to rule out wrong answers
+    ``O(n / leaf_size)``; the graph's neighbour lists and leaf order are not
+    read, since its search skips ids out of range). Enough that no kernel
+    reads or writes out of bounds, whatever the file holds; not enough to rule out wrong answers
     from a damaged or edited file. Opening a 10-million-point file this way
     takes a fraction of a second; call ``load(path, verify="full")`` (or
     :func:`hypann.verify_file`) on a file you do not trust.

@@ -177,7 +177,8 @@ class GraphSearch(SearchAlgorithm):
         """Take a stored graph (and kd-tree); ``points=None``: the stored kd-tree holds them.
 
         ``full_check=False`` (a memory-mapped file, ``verify="structure"``):
-        the kd-tree gets only its structural checks.
+        the kd-tree gets only its structural checks, and the graph's per-point
+        ids (neighbour lists, leaf order) are not read.
         """
         self._check_settings()
         self.points_, self.conformal_ = points, conformal
@@ -215,11 +216,12 @@ class GraphSearch(SearchAlgorithm):
                                      "different copies")
         if in_tree_order:  # the graph refers to the kd-tree's copy
             self.graph_ = HyperbolicGraphIndex.from_arrays(state, points=self.tree_.points_,
-                                                           conformal=self.tree_.conformal_)
+                                                           conformal=self.tree_.conformal_, full=full_check)
             self.graph_in_tree_order_ = True
             self.points_ = self.conformal_ = None
         else:
-            self.graph_ = HyperbolicGraphIndex.from_arrays(state, points=points, conformal=conformal)
+            self.graph_ = HyperbolicGraphIndex.from_arrays(state, points=points, conformal=conformal,
+                                                           full=full_check)
             self.graph_in_tree_order_ = False
         if self.graph_.n_points_ != self.points_shape()[0]:
             raise ValueError(f"graph state holds {self.graph_.n_points_} points, the index {self.points_shape()[0]}")

@@ -504,7 +504,9 @@ def _search_one(points, conf, nbrs, pivots, thresholds, children, ranges, order,
     """Best-first search for ``q`` with a list of ``ef`` entries, seeded from the tree leaf of ``q``.
 
     Fills ``lst_d/lst_i`` (ascending, ``inf``/-1 pad) and returns the number
-    of distance evaluations (at most ``budget``).
+    of distance evaluations (at most ``budget``). Neighbour and leaf ids
+    outside ``[0, n)`` are skipped, so a memory-mapped file opened without
+    reading them (``verify="structure"``) cannot make it read out of bounds.
     """
     for t in range(ef):
         lst_d[t] = np.inf
@@ -534,11 +536,12 @@ def _search_one(points, conf, nbrs, pivots, thresholds, children, ranges, order,
         node = children[node, 0] if split_key(da, db) <= thresholds[node] else children[node, 1]
     lo = ranges[node, 0]
     hi = min(ranges[node, 1], lo + n_seeds)
+    n = points.shape[0]
     for s in range(lo, hi):
         if cnt >= budget:
             break
         u = order[s]
-        if seen[u] == tag:
+        if u < 0 or u >= n or seen[u] == tag:  # ids out of range: only from a damaged file (not read on open)
             continue
         seen[u] = tag
         cnt += 1
@@ -553,7 +556,7 @@ def _search_one(points, conf, nbrs, pivots, thresholds, children, ranges, order,
             u = nbrs[p, s]
             if u < 0:
                 break
-            if seen[u] == tag:
+            if u >= n or seen[u] == tag:
                 continue
             if cnt >= budget:
                 break
@@ -879,12 +882,15 @@ class HyperbolicGraphIndex:
         }
 
     @classmethod
-    def from_arrays(cls, arrays, *, points=None, conformal=None):
+    def from_arrays(cls, arrays, *, points=None, conformal=None, full=True):
         """Rebuild a fitted index from :meth:`to_arrays` output (or an ``np.load`` of it).
 
         ``points``/``conformal`` (validated, float64 or float32 / float64):
         the points to refer to when ``arrays`` leaves them out
         (``to_arrays(include_points=False)``); they are not copied.
+        ``full=False``: check shapes and the partition tree (``O(n / leaf_size)``)
+        but not the per-point ids (neighbour lists, leaf order), which the
+        search kernel skips when out of range; nothing is read from them.
         """
         if points is not None:
             arrays = {**arrays, "points": points, "conformal": conformal}
@@ -910,7 +916,7 @@ class HyperbolicGraphIndex:
         index.ef_ = ef_
         index.calibration_recall_ = calib
         index.n_points_, index.dim_ = index.points_.shape
-        _check_state(index)
+        _check_state(index, full=full)
         return index
 
     @property
@@ -938,8 +944,12 @@ def _check_budget(budget):
     return int(budget)
 
 
-def _check_state(index):
-    """Shapes and id ranges of a restored index (a corrupt file must not crash a kernel)."""
+def _check_state(index, *, full=True):
+    """Shapes and id ranges of a restored index (a corrupt file must not crash a kernel).
+
+    ``full=False`` leaves out the ``O(n)`` checks of the neighbour ids and the
+    leaf order (the search skips ids out of range).
+    """
     n = index.n_points_
     n_nodes = index.tree_pivots_.shape[0]
     problems = []
@@ -947,9 +957,9 @@ def _check_state(index):
         problems.append(f"conformal has shape {index.conformal_.shape}, expected ({n},)")
     if index.neighbors_.shape != (n, index.max_degree):
         problems.append(f"neighbors has shape {index.neighbors_.shape}, expected ({n}, {index.max_degree})")
-    elif index.neighbors_.size and (index.neighbors_.min() < -1 or index.neighbors_.max() >= n):
+    elif full and index.neighbors_.size and (index.neighbors_.min() < -1 or index.neighbors_.max() >= n):
         problems.append("neighbors holds ids outside [-1, n)")
-    if index.tree_order_.shape != (n,) or not np.array_equal(np.sort(index.tree_order_), np.arange(n)):
+    if index.tree_order_.shape != (n,) or (full and not np.array_equal(np.sort(index.tree_order_), np.arange(n))):
         problems.append("tree_order is not a permutation of the points")
     if (index.tree_thresholds_.shape != (n_nodes,) or index.tree_children_.shape != (n_nodes, 2)
             or index.tree_ranges_.shape != (n_nodes, 2) or index.tree_pivots_.shape != (n_nodes, 2) or n_nodes < 1):
