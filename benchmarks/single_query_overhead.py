@@ -18,11 +18,15 @@ public API; this script says how much of it is per-call overhead.
 Usage::
 
     NUMBA_NUM_THREADS=1 python benchmarks/single_query_overhead.py
+    NUMBA_NUM_THREADS=1 python benchmarks/single_query_overhead.py --families hierarchical_tree,gaussian_mixture --dims 10,100
+
+Prints a table per family and a markdown table; writes ``results/single_query_overhead.json``.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import time
 
 import numba
@@ -30,6 +34,7 @@ import numpy as np
 
 import hypann
 import peers
+from _common import markdown_table, write_json
 from hypann.datasets.base import holdout_split
 from hypann.datasets.families import make_family
 from hypann.geometry import _kernels
@@ -59,38 +64,26 @@ def batch_us(fn, queries, repeats=3):
     return 1e6 * best / len(queries)
 
 
-def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--family", default="gaussian_mixture")
-    ap.add_argument("--dim", type=int, default=10)
-    ap.add_argument("--n", type=int, default=20_000)
-    ap.add_argument("--queries", type=int, default=200)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--no-pynndescent", action="store_true")
-    args = ap.parse_args(argv)
-    numba.set_num_threads(1)
-    points = make_family(args.family, args.n + args.queries, args.dim, seed=args.seed)
+def measure_family(family, dim, args):
+    """Rows of the table for one family: each method's public, inner and batch microseconds."""
+    points = make_family(family, args.n + args.queries, dim, seed=args.seed)
     base_ids, query_ids = holdout_split(len(points), args.queries, seed=args.seed)
     base, queries = points[base_ids], points[query_ids]
     q_conf = _kernels.conformal_factor(queries)
     m = len(queries)
-    print(f"{args.family} {args.dim}-D, {len(base)} points, k={K}, one thread; microseconds")
-    print(f"{'method':12s} {'public 1-query call':>20s} {'inner 1-query call':>20s} {'per query in batch':>20s}")
+    rows = []
     for algorithm in ("graph", "hkdtree", "auto"):
         index = hypann.HyperbolicIndex(algorithm=algorithm, n_jobs=1, verbose=False,
                                        random_state=args.seed).build(base)
         public = per_call_us(lambda i: index.search(queries[i:i + 1], K), m)
         batch = batch_us(lambda q: index.search(q, K), queries)
-        if algorithm == "graph":
-            inner_obj = index.algorithm_.graph_
-        else:
-            inner_obj = index.algorithm_
+        inner_obj = index.algorithm_.graph_ if algorithm == "graph" else index.algorithm_
         inner = per_call_us(lambda i: inner_obj.search(queries[i:i + 1], q_conf[i:i + 1], K), m)
-        print(f"{algorithm:12s} {public:20.1f} {inner:20.1f} {batch:20.1f}")
+        rows.append({"family": family, "dim": dim, "method": algorithm, "public_us": public, "inner_us": inner,
+                     "batch_us": batch})
     if not args.no_pynndescent:
         from pynndescent import NNDescent
 
-        peers.pynndescent_warmup(args.dim)
         problem = peers.make_problem(base, queries, K)
         lifted_base, lifted_queries = problem.lifted(np.float64)
         index = NNDescent(lifted_base, metric=peers._PYNND_METRIC, n_neighbors=30, random_state=0, n_jobs=1)
@@ -99,7 +92,39 @@ def main(argv=None):
         for eps in (0.0, 0.1, 0.2):
             single = per_call_us(lambda i: index.query(lifted_queries[i:i + 1], k=K, epsilon=eps), m)
             batch = batch_us(lambda q: index.query(q, k=K, epsilon=eps), lifted_queries)
-            print(f"{'pynnd e=' + str(eps):12s} {single:20.1f} {'':>20s} {batch:20.1f}")
+            rows.append({"family": family, "dim": dim, "method": f"pynndescent epsilon={eps}", "public_us": single,
+                         "inner_us": None, "batch_us": batch})
+    return rows
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--families", default="gaussian_mixture", help="comma-separated family names")
+    ap.add_argument("--dims", default="10", help="comma-separated dimensions")
+    ap.add_argument("--n", type=int, default=20_000)
+    ap.add_argument("--queries", type=int, default=200)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--no-pynndescent", action="store_true")
+    args = ap.parse_args(argv)
+    numba.set_num_threads(1)
+    if not args.no_pynndescent:
+        peers.pynndescent_warmup(10)
+    rows = []
+    for dim in (int(d) for d in args.dims.split(",")):
+        for family in args.families.split(","):
+            got = measure_family(family, dim, args)
+            rows += got
+            print(f"{family} {dim}-D, {args.n} points, k={K}, one thread; median microseconds", flush=True)
+            print(f"{'method':26s} {'public 1-query call':>20s} {'inner 1-query call':>20s} "
+                  f"{'per query in batch':>20s}")
+            for r in got:
+                inner = "" if r["inner_us"] is None else f"{r['inner_us']:.1f}"
+                print(f"{r['method']:26s} {r['public_us']:20.1f} {inner:>20s} {r['batch_us']:20.1f}", flush=True)
+    table = markdown_table([{**r, "public_us": f"{r['public_us']:.1f}", "batch_us": f"{r['batch_us']:.1f}",
+                             "inner_us": "" if r["inner_us"] is None else f"{r['inner_us']:.1f}"} for r in rows],
+                           ["family", "dim", "method", "public_us", "inner_us", "batch_us"])
+    print(table)
+    print("wrote", write_json("single_query_overhead", {"args": vars(args), "rows": rows, "load": os.getloadavg()}))
 
 
 if __name__ == "__main__":
