@@ -86,7 +86,8 @@ def test_hkdtree_file_stores_the_points_once(saved3):
     assert "points" not in names and "conformal" not in names
     assert {"state/points", "state/conformal", "state/indices"} <= names
     names = set(hypann.read_metadata(saved3["vamana"][0])["arrays"])
-    assert "points" in names  # Vamana keeps the index's points (and its own copy for now)
+    assert {"points", "conformal", "state/neighbors"} <= names  # Vamana refers to the index's points
+    assert "state/points" not in names and "state/conformal" not in names
 
 
 def _maps_file(arr):

@@ -160,6 +160,24 @@ def test_save_load_and_pickle_roundtrip(tree_index, tree_data, tmp_path):
     assert (loaded.R, loaded.L, loaded.alpha) == (10, 10, 1.5)
 
 
+def test_state_without_points_refers_to_the_given_ones_and_old_copies_must_match(tree_index, tree_data):
+    D, cd, Q, cq = tree_data
+    shared = VamanaIndex.from_arrays(tree_index.to_arrays(include_points=False), points=D, conformal=cd)
+    assert shared.points_ is D and shared.conformal_ is cd  # no copy
+    for a, b in zip(shared.search(Q, cq, K), tree_index.search(Q, cq, K)):
+        np.testing.assert_array_equal(a, b)
+    with pytest.raises(ValueError, match=r"VamanaIndex state holds no points: give the index's points"):
+        VamanaIndex.from_arrays(tree_index.to_arrays(include_points=False))
+    old = tree_index.to_arrays()  # files written before: the graph's own copy, compared with the index's
+    VamanaIndex.from_arrays(old, points=D, conformal=cd)
+    nudged = D.copy()
+    nudged[4, 1] += 1e-9
+    with pytest.raises(ValueError, match=r"VamanaIndex state 'points': the graph's copy of the points differs"):
+        VamanaIndex.from_arrays(old, points=nudged, conformal=cd)
+    with pytest.raises(ValueError, match=r"VamanaIndex state 'conformal': conformal factors 1-\|x\|\^2 must be in"):
+        VamanaIndex.from_arrays(tree_index.to_arrays(include_points=False), points=D, conformal=-cd)
+
+
 def test_tiny_inputs():
     X = np.array([[0.1, 0.0], [0.0, 0.2], [-0.3, 0.1]])
     cx = conformal_factor(X)

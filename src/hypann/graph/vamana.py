@@ -486,12 +486,16 @@ class VamanaIndex:
         logger.debug("Vamana built: n=%d, R=%d, L=%d, mean degree %.2f", n, R, L, degree.mean())
         return self
 
-    def to_arrays(self) -> dict:
-        """The fitted index as a dict of arrays (for :func:`numpy.savez`); see :meth:`from_arrays`."""
+    def to_arrays(self, *, include_points=True) -> dict:
+        """The fitted index as a dict of arrays (for :func:`numpy.savez`); see :meth:`from_arrays`.
+
+        ``include_points=False`` leaves out ``points`` and ``conformal`` (the
+        owner saves them once and hands them back to :meth:`from_arrays`).
+        """
         self._check_fitted()
+        own = {"points": self.points_, "conformal": self.conformal_} if include_points else {}
         return {
-            "points": self.points_,
-            "conformal": self.conformal_,
+            **own,
             "neighbors": self.neighbors_,
             "medoid": np.int64(self.medoid_),
             "settings": np.array([self.R, self.L, self.passes, self.random_state], dtype=np.int64),
@@ -510,8 +514,20 @@ class VamanaIndex:
         ----------
         arrays : mapping of str to ndarray
         points, conformal : ndarray, optional
-            When given, the stored points and conformal factors must equal them.
+            The index's points and conformal factors. When ``arrays`` holds its
+            own copy (files written before the graph shared the index's
+            points), that copy must equal them; when it holds none
+            (``to_arrays(include_points=False)``), the graph refers to these.
         """
+        try:
+            has_points = "points" in arrays or "conformal" in arrays
+        except TypeError:
+            has_points = True  # not a mapping: validate_state says so
+        if not has_points:
+            if points is None or conformal is None:
+                raise ValueError("VamanaIndex state holds no points: give the index's points and conformal factors")
+            arrays = {**arrays, "points": np.asarray(points), "conformal": np.asarray(conformal)}
+            points = conformal = None  # the values are checked once, below, not compared with themselves
         arrays = cls.validate_state(arrays, points=points, conformal=conformal)
         R, L, passes, random_state = (int(v) for v in arrays["settings"])
         index = cls(R=R, L=L, alpha=float(arrays["alpha"]), passes=passes, random_state=random_state)

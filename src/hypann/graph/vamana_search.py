@@ -78,11 +78,12 @@ class VamanaSearch(SearchAlgorithm):
         return ids, deltas, stats
 
     def get_state(self):
-        return self.graph_.to_arrays()
+        # the points are the index's own: saved once by the index, handed back on load
+        return self.graph_.to_arrays(include_points=False)
 
     def restore(self, points, conformal, state, *, oracle=None, random_state=None):
+        """Take a stored graph after checking it (:meth:`VamanaIndex.validate_state`); it refers to ``points``."""
         self._check_settings()
-        """Take a stored graph after checking it (:meth:`VamanaIndex.validate_state`) against ``points``."""
         graph = VamanaIndex.from_arrays(state, points=points, conformal=conformal)
         for name in ("R", "L", "alpha", "passes"):
             if getattr(graph, name) != getattr(self, name):
