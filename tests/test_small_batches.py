@@ -98,14 +98,32 @@ def test_graph_reuses_its_visited_marks_without_mixing_queries(data):
 
 def test_visited_marks_hand_out_fresh_tags():
     marks = VisitedMarks(5)
-    seen, tag = marks.take()
-    assert seen.shape == (5,) and seen.dtype == np.int64 and not seen.any() and tag == 1
+    seen, tag = marks.take(1)
+    assert seen.shape == (5,) and seen.dtype == np.int32 and not seen.any() and tag == 1
     seen[2] = 3
     marks.give(seen, 4)
-    again, tag = marks.take()
+    again, tag = marks.take(2)
     assert again is seen and tag == 4
-    other, tag_other = marks.take()  # the first is taken: a new array
+    other, tag_other = marks.take(1)  # the first is taken: a new array
     assert other is not seen and tag_other == 1
+    marks.give(again, VisitedMarks.TAG_MAX - 1)
+    cleared, tag = marks.take(2)  # tags TAG_MAX - 1 and TAG_MAX would not both fit: start over
+    assert cleared is seen and tag == 1 and not cleared.any()
+    with pytest.raises(ValueError, match=r"count must be in \[0, 2147483647\), got -1"):
+        marks.take(-1)
+
+
+def test_graph_search_restarts_the_tags_when_they_run_out(data):
+    X, Q = data
+    index = hypann.HyperbolicIndex(algorithm="graph", random_state=0, verbose=False).build(X)
+    batch = index.search(Q, 10)
+    graph = index.algorithm_.graph_
+    index.search(Q[:1], 10)
+    seen, _ = graph._marks.take(1)
+    seen[:] = VisitedMarks.TAG_MAX  # as if every tag had been used on every point
+    graph._marks.give(seen, VisitedMarks.TAG_MAX)
+    for i in range(3):
+        _same(index.search(Q[i:i + 1], 10), batch, i)
 
 
 # --- the input check's fast path ---------------------------------------------------------------

@@ -108,24 +108,34 @@ class VisitedMarks:
     """Reusable ``seen`` arrays for small searches over ``n`` points.
 
     A search marks point ``u`` as visited by ``seen[u] = tag``, with a tag no
-    earlier search on that array used, so an array is zeroed once, when it
-    is made, and never again: a one-query search over ``n`` points costs
-    what it visits, not an ``O(n)`` fill. Each caller takes an array for its
-    search and gives it back (a lock guards the free list), so concurrent
-    searches never share one. Tags are int64 counters: they cannot run out.
+    earlier search on that array used, so an array is zeroed when it is made
+    and again only when its int32 tags run out (every ~2 billion queries): a
+    one-query search over ``n`` points costs what it visits, not an ``O(n)``
+    fill. Each caller takes an array for its search and gives it back (a lock
+    guards the free list), so concurrent searches never share one; there are
+    at most as many arrays (4 bytes per point each) as concurrent callers.
     """
+
+    #: largest tag an int32 array holds
+    TAG_MAX = np.iinfo(np.int32).max
 
     def __init__(self, n):
         self.n = int(n)
         self._free = []
         self._lock = threading.Lock()
 
-    def take(self):
-        """``(seen, first_tag)``: an array and the first tag not yet used on it."""
+    def take(self, count):
+        """``(seen, first_tag)``: an array and ``count`` consecutive tags not yet used on it."""
+        if not 0 <= count < self.TAG_MAX:
+            raise ValueError(f"count must be in [0, {self.TAG_MAX}), got {count}")
         with self._lock:
-            if self._free:
-                return self._free.pop()
-        return np.zeros(self.n, dtype=np.int64), 1
+            seen, first = self._free.pop() if self._free else (None, 1)
+        if seen is None:
+            seen = np.zeros(self.n, dtype=np.int32)
+        elif first + count > self.TAG_MAX:  # tags used up: start over on a cleared array
+            seen[:] = 0
+            first = 1
+        return seen, first
 
     def give(self, seen, next_tag):
         """Return ``seen``; ``next_tag``: the first tag its last search did not use."""

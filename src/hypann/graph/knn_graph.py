@@ -808,7 +808,7 @@ class HyperbolicGraphIndex:
         marks = self.__dict__.get("_marks")
         if marks is None:  # made on the first small search; not part of the state
             marks = self.__dict__.setdefault("_marks", VisitedMarks(self.n_points_))
-        seen, tag0 = marks.take()
+        seen, tag0 = marks.take(m)
         try:
             return _search_serial(*structure, queries, q_conformal, k, max(ef, k), b, ex, seen, tag0)
         finally:
