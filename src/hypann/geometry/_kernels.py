@@ -167,6 +167,28 @@ def delta_row(q, cq, x, cx):
 
 
 @nb.njit(cache=True, inline="always")
+def delta_row_below(q, cq, x, cx, worst):
+    """:func:`delta_row`, or ``inf`` once a prefix of its sum proves it ``>= worst``.
+
+    The sum runs in :func:`sq_dist_row`'s order, so a returned finite value is
+    :func:`delta_row`'s bit for bit. A prefix ``p`` of a sum of squares is
+    ``<=`` the whole in floating point too (adding a non-negative term never
+    lowers a rounded sum), so ``p / (c_q c_x) >= worst`` proves the point
+    cannot enter a list whose worst key is ``worst``; that exact test runs
+    only after the cheap screen ``p > worst c_q c_x`` passes.
+    """
+    den = cq * cx
+    screen = worst * den
+    s = 0.0
+    for j in range(q.shape[0]):
+        t = np.float64(q[j]) - np.float64(x[j])
+        s += t * t
+        if s > screen and s / den >= worst:
+            return np.inf
+    return s / den
+
+
+@nb.njit(cache=True, inline="always")
 def insert_sorted(keys, ids, key, ident):
     """Insert ``(key, ident)`` into a fixed-size list sorted ascending, dropping the last.
 

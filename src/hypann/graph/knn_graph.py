@@ -127,7 +127,7 @@ import numpy as np
 from hypann import _progress as progress
 from hypann._runtime import SERIAL_MAX_QUERIES, VisitedMarks
 from hypann._validation import check_positive_int, check_real, check_stored_points, check_stored_queries
-from hypann.geometry._kernels import brute_knn_delta, delta_row, insert_sorted, sq_dist_row
+from hypann.geometry._kernels import brute_knn_delta, delta_row, delta_row_below, insert_sorted, sq_dist_row
 from hypann.graph.partition_tree import build_forest, build_tree, mix_seed, split_key, splitmix64
 from hypann.graph.vamana import GraphSearchResult, _list_offer
 from hypann.metrics import recall
@@ -562,7 +562,9 @@ def _search_one(points, conf, nbrs, pivots, thresholds, children, ranges, order,
                 break
             seen[u] = tag
             cnt += 1
-            size, pos = _list_offer(lst_d, lst_i, lst_e, size, ef, delta_row(q, cq, points[u], conf[u]), u)
+            worst = lst_d[ef - 1]  # inf until the list is full; a point at or above it is not listed
+            size, pos = _list_offer(lst_d, lst_i, lst_e, size, ef, delta_row_below(q, cq, points[u], conf[u], worst),
+                                    u)
             if 0 <= pos < low:
                 low = pos
         cur = low if low <= cur else cur + 1
