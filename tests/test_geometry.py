@@ -188,3 +188,22 @@ def test_kernels_match_numpy_reference(rng):
     ref_ids = np.argsort(full, axis=1, kind="stable")[:, :5]
     np.testing.assert_allclose(ds, np.take_along_axis(full, ref_ids, 1), rtol=1e-13)
     np.testing.assert_array_equal(ids, ref_ids)
+
+
+@given(st.integers(1, 40), st.integers(0, 2**32 - 1), st.sampled_from([np.float64, np.float32]),
+       st.floats(0.0, 2.0))
+def test_delta_row_below_is_delta_row_or_proves_it_is_not_below(d, seed, dtype, where):
+    """Finite: delta_row's value bit for bit; inf: delta_row is >= the given worst key."""
+    rng = np.random.default_rng(seed)
+    q, x = ball_points(rng, 2, d, min_conformal=1e-12 if dtype == np.float64 else 1e-5)  # float32: still inside
+    x = x.astype(dtype)
+    cq = _kernels.conformal_factor(q[None, :])[0]
+    cx = _kernels.conformal_factor(x.astype(np.float64)[None, :])[0]
+    full = _kernels.delta_row(q, cq, x, cx)
+    for worst in (full * where, full, np.nextafter(full, np.inf), np.inf, 0.0):
+        got = _kernels.delta_row_below(q, cq, x, cx, worst)
+        if np.isinf(got):
+            assert full >= worst
+        else:
+            assert got == full
+    assert _kernels.delta_row_below(q, cq, x, cx, np.inf) == full
