@@ -99,31 +99,49 @@ def test_graph_reuses_its_visited_marks_without_mixing_queries(data):
 def test_visited_marks_hand_out_fresh_tags():
     marks = VisitedMarks(5)
     seen, tag = marks.take(1)
-    assert seen.shape == (5,) and seen.dtype == np.int32 and not seen.any() and tag == 1
-    seen[2] = 3
+    assert seen.shape == (1, 5) and seen.dtype == np.int32 and not seen.any() and tag == 1
+    seen[0, 2] = 3
     marks.give(seen, 4)
     again, tag = marks.take(2)
     assert again is seen and tag == 4
-    other, tag_other = marks.take(1)  # the first is taken: a new array
+    other, tag_other = marks.take(1)  # the first is taken: a new block
     assert other is not seen and tag_other == 1
+    wide, tag_wide = marks.take(3, rows=2)  # a block of another height is never handed out for this one
+    assert wide.shape == (2, 5) and tag_wide == 1
+    marks.give(wide, 9)
     marks.give(again, VisitedMarks.TAG_MAX - 1)
     cleared, tag = marks.take(2)  # tags TAG_MAX - 1 and TAG_MAX would not both fit: start over
     assert cleared is seen and tag == 1 and not cleared.any()
+    assert marks.take(1, rows=2) == (wide, 9)
     with pytest.raises(ValueError, match=r"count must be in \[0, 2147483647\), got -1"):
         marks.take(-1)
 
 
-def test_graph_search_restarts_the_tags_when_they_run_out(data):
+@pytest.mark.parametrize("batch_rows", [1, 40])
+def test_graph_search_restarts_the_tags_when_they_run_out(data, batch_rows):
     X, Q = data
     index = hypann.HyperbolicIndex(algorithm="graph", random_state=0, verbose=False).build(X)
     batch = index.search(Q, 10)
     graph = index.algorithm_.graph_
-    index.search(Q[:1], 10)
-    seen, _ = graph._marks.take(1)
-    seen[:] = VisitedMarks.TAG_MAX  # as if every tag had been used on every point
-    graph._marks.give(seen, VisitedMarks.TAG_MAX)
-    for i in range(3):
+    for seen, _ in list(graph._marks._free):  # as if every tag had been used on every point
+        seen[:] = VisitedMarks.TAG_MAX
+    graph._marks._free = [(seen, VisitedMarks.TAG_MAX) for seen, _ in graph._marks._free]
+    got = index.search(Q[:batch_rows], 10)
+    for i in range(batch_rows):
         _same(index.search(Q[i:i + 1], 10), batch, i)
+        np.testing.assert_array_equal(got.indices[i], batch.indices[i])
+
+
+def test_graph_batches_on_any_thread_count_share_no_marks(data):
+    X, Q = data
+    index = hypann.HyperbolicIndex(algorithm="graph", random_state=0, verbose=False).build(X)
+    reference = index.search(Q, 10)
+    for n_jobs in (1, 2, 1, 2):
+        index.n_jobs = n_jobs
+        for part in (Q[:3], Q[:17], Q):
+            got = index.search(part, 10)
+            np.testing.assert_array_equal(got.indices, reference.indices[:len(part)])
+            np.testing.assert_array_equal(got.distances, reference.distances[:len(part)])
 
 
 # --- the input check's fast path ---------------------------------------------------------------

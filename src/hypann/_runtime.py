@@ -105,18 +105,19 @@ def notice_first_compile(*dispatchers):
 
 
 class VisitedMarks:
-    """Reusable ``seen`` arrays for small searches over ``n`` points.
+    """Reusable ``seen`` marks for searches over ``n`` points: blocks of int32 rows, one row per thread.
 
-    A search marks point ``u`` as visited by ``seen[u] = tag``, with a tag no
-    earlier search on that array used, so an array is zeroed when it is made
-    and again only when its int32 tags run out (every ~2 billion queries): a
-    one-query search over ``n`` points costs what it visits, not an ``O(n)``
-    fill. Each caller takes an array for its search and gives it back (a lock
-    guards the free list), so concurrent searches never share one; there are
-    at most as many arrays (4 bytes per point each) as concurrent callers.
+    A search marks point ``u`` as visited by ``seen[row, u] = tag``, with a
+    tag no earlier search on that row used, so a block is zeroed when it is
+    made and again only when its int32 tags run out (every ~2 billion
+    queries): a search costs what it visits, not an ``O(n)`` fill per query
+    or per chunk of queries. Each caller takes a block for its search and
+    gives it back (a lock guards the free list), so concurrent searches never
+    share one. The blocks kept are those in use at the same time: ``4 rows n``
+    bytes each (``rows``: the caller's threads).
     """
 
-    #: largest tag an int32 array holds
+    #: largest tag an int32 row holds
     TAG_MAX = np.iinfo(np.int32).max
 
     def __init__(self, n):
@@ -124,15 +125,19 @@ class VisitedMarks:
         self._free = []
         self._lock = threading.Lock()
 
-    def take(self, count):
-        """``(seen, first_tag)``: an array and ``count`` consecutive tags not yet used on it."""
+    def take(self, count, rows=1):
+        """``(seen, first_tag)``: a ``(rows, n)`` block and ``count`` consecutive tags unused on every row."""
         if not 0 <= count < self.TAG_MAX:
             raise ValueError(f"count must be in [0, {self.TAG_MAX}), got {count}")
+        seen, first = None, 1
         with self._lock:
-            seen, first = self._free.pop() if self._free else (None, 1)
+            for pos, (block, _) in enumerate(self._free):
+                if block.shape[0] == rows:
+                    seen, first = self._free.pop(pos)
+                    break
         if seen is None:
-            seen = np.zeros(self.n, dtype=np.int32)
-        elif first + count > self.TAG_MAX:  # tags used up: start over on a cleared array
+            seen = np.zeros((rows, self.n), dtype=np.int32)
+        elif first + count > self.TAG_MAX:  # tags used up: start over on a cleared block
             seen[:] = 0
             first = 1
         return seen, first

@@ -596,33 +596,33 @@ def _search_range(points, conf, nbrs, pivots, thresholds, children, ranges, orde
 
 @nb.njit(cache=True, parallel=True)
 def _search(points, conf, nbrs, pivots, thresholds, children, ranges, order, n_seeds, pivot_node_size, queries, q_conf,
-            k, ef, budget, exclude, n_chunks):
+            k, ef, budget, exclude, n_chunks, seen, tag0):
     """Search every query (:func:`_search_range`), parallel over chunks of queries.
 
-    Each chunk owns its ``seen`` tags (``n``, zeroed) and a search list
-    (``ef``); ``exclude[i] >= 0`` hides that point from query ``i``
-    (leave-one-out).
+    ``seen`` holds one row of visited marks per thread (``numba.get_thread_id()``
+    is in ``[0, get_num_threads())``, the rows the caller gives); query ``i``
+    uses tag ``tag0 + i``, so chunks that follow each other on a thread never
+    see each other's marks. ``exclude[i] >= 0`` hides that point from query
+    ``i`` (leave-one-out).
     """
     m = queries.shape[0]
-    n = points.shape[0]
     out_d = np.full((m, k), np.inf)
     out_i = np.full((m, k), -1, dtype=np.int64)
     samples = np.zeros(m, dtype=np.int64)
     per = (m + n_chunks - 1) // n_chunks
     for ch in nb.prange(n_chunks):
-        seen = np.zeros(n, dtype=np.int64)
         _search_range(points, conf, nbrs, pivots, thresholds, children, ranges, order, n_seeds, pivot_node_size,
-                      queries, q_conf, ef, budget, exclude, ch * per, min(m, (ch + 1) * per), seen, 1, out_i, out_d,
-                      samples)
+                      queries, q_conf, ef, budget, exclude, ch * per, min(m, (ch + 1) * per), seen[nb.get_thread_id()],
+                      tag0, out_i, out_d, samples)
     return out_i, out_d, samples
 
 
 @nb.njit(cache=True)
 def _search_serial(points, conf, nbrs, pivots, thresholds, children, ranges, order, n_seeds, pivot_node_size, queries,
                    q_conf, k, ef, budget, exclude, seen, tag0):
-    """:func:`_search` on the calling thread, with a reused ``seen`` (tags from ``tag0`` on).
+    """:func:`_search` on the calling thread (one row of marks ``seen``, tags from ``tag0`` on).
 
-    For small batches: no thread-pool launch and no ``O(n)`` fill.
+    For small batches (and one thread): no thread-pool launch.
     """
     m = queries.shape[0]
     out_d = np.full((m, k), np.inf)
@@ -804,15 +804,16 @@ class HyperbolicGraphIndex:
         structure = (self.points_, self.conformal_, self.neighbors_, self.tree_pivots_, self.tree_thresholds_,
                      self.tree_children_, self.tree_ranges_, self.tree_order_, self.leaf_size,
                      PIVOT_SEED_LEAVES * self.leaf_size)
-        if m > SERIAL_MAX_QUERIES:
-            n_chunks = max(1, min(m, 4 * nb.get_num_threads()))
-            return _search(*structure, queries, q_conformal, k, max(ef, k), b, ex, n_chunks)
         marks = self.__dict__.get("_marks")
-        if marks is None:  # made on the first small search; not part of the state
+        if marks is None:  # made on the first search; scratch, not part of the state
             marks = self.__dict__.setdefault("_marks", VisitedMarks(self.n_points_))
-        seen, tag0 = marks.take(m)
+        threads = nb.get_num_threads() if m > SERIAL_MAX_QUERIES else 1
+        seen, tag0 = marks.take(m, threads)
         try:
-            return _search_serial(*structure, queries, q_conformal, k, max(ef, k), b, ex, seen, tag0)
+            if threads == 1:
+                return _search_serial(*structure, queries, q_conformal, k, max(ef, k), b, ex, seen[0], tag0)
+            n_chunks = max(1, min(m, 4 * threads))
+            return _search(*structure, queries, q_conformal, k, max(ef, k), b, ex, n_chunks, seen, tag0)
         finally:
             marks.give(seen, tag0 + m)
 
