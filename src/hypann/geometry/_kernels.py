@@ -26,6 +26,11 @@ kd-tree and the graphs) follows one convention:
 
 The top-k lists are kept by :func:`insert_sorted` (and
 :func:`insert_sorted_unique`, which skips an id already listed).
+
+A search kernel that runs ``prange`` over queries has a serial twin
+(``*_serial``) sharing its per-query body, used for batches of at most
+:data:`hypann._runtime.SERIAL_MAX_QUERIES` queries: a thread-pool launch
+costs more than one query's search, and waits for a busy core.
 """
 
 from __future__ import annotations
