@@ -107,7 +107,7 @@ def hypann_warmup(dim, seed=0):
     t0 = time.perf_counter()
     x = make_family("gaussian_mixture", 600, dim, seed=seed)
     for kw in ({"algorithm": "auto"}, {"algorithm": "hkdtree"}, {"algorithm": "brute"}, {"algorithm": "graph"},
-               {"algorithm": "graph", "exact": True}):
+               {"algorithm": "graph", "exact": True}, {"algorithm": "graph", "storage": "float32"}):
         for t in (1, 2):
             index = hypann.HyperbolicIndex(**kw, random_state=seed, n_jobs=t, verbose=False).build(x[:500])
             index.search(x[500:], K)
@@ -122,6 +122,8 @@ def hypann_settings(problem, args, progress):
              ("hypann hkdtree (exact)", {"algorithm": "hkdtree"}, True),
              ("hypann graph", {"algorithm": "graph"}, False),
              ("hypann graph exact=True", {"algorithm": "graph", "exact": True}, True)]
+    if args.float32:  # the peers' precision: pynndescent searches float32 rows
+        specs.append(("hypann graph storage=float32", {"algorithm": "graph", "storage": "float32"}, False))
     for method, kw, exact in specs:
         build = {}
         for t in args.build_threads:
@@ -414,6 +416,8 @@ def summary_rows(cases):
 
         gd = next(r for r in rows if r["method"] == "hypann graph" and r["params"].startswith("default"))
         g99 = _best([r for r in hyp if r["method"] == "hypann graph"], lambda r: r["recall_at_k"] >= 0.99)
+        g32 = _best([r for r in hyp if r["method"] == "hypann graph storage=float32"],
+                    lambda r: r["recall_at_k"] >= 0.99)
         pn = [r for r in peer if r["method"].startswith("pynndescent")]
         us = [r for r in peer if r["method"].startswith("usearch")]
         auto = get("hypann auto (exact)")
@@ -428,6 +432,7 @@ def summary_rows(cases):
             "graph default: recall / boundary / x": f"{gd['recall_at_k']:.3f} / {gd['boundary_recall']:.3f} / "
                                                      f"{gd['speedup']:.0f}x ({gd['note']})",
             "graph >=0.99": "—" if g99 is None else f"{g99['params']}: {_fmt_x(g99)}",
+            "graph float32 >=0.99": "—" if g32 is None else f"{g32['params']}: {_fmt_x(g32)}",
             "pynndescent >=0.95 / >=0.99": f"{_fmt_x(_best(pn, lambda r: r['recall_at_k'] >= 0.95))}, "
                                            f"{_fmt_x(_best(pn, lambda r: r['recall_at_k'] >= 0.99))} "
                                            f"(max {max(r['recall_at_k'] for r in pn):.3f})" if pn else "",
@@ -514,7 +519,7 @@ def plot_family(family, cases, path):
     fig, axes = plt.subplots(1, len(cases), figsize=(4.2 * len(cases), 3.2), squeeze=False)
     styles = {"hypann graph": ("C0", "o-"), "pynndescent": ("C1", "s-"), "usearch": ("C2", "^-"),
               "hypann auto (exact)": ("C3", "*"), "hypann hkdtree (exact)": ("C4", "P"),
-              "hypann graph exact=True": ("C5", "X")}
+              "hypann graph exact=True": ("C5", "X"), "hypann graph storage=float32": ("C6", "d-")}
     for ax, (case, rows) in zip(axes[0], cases):
         for key, (color, marker) in styles.items():
             got = [r for r in rows if r["method"].startswith(key) and (key != "hypann graph"
@@ -589,6 +594,8 @@ def main(argv=None):
     ap.add_argument("--epsilons", default=",".join(map(str, PYNND_EPSILONS)))
     ap.add_argument("--expansions", default=",".join(map(str, USEARCH_EXPANSIONS)))
     ap.add_argument("--build-threads", default="1,2")
+    ap.add_argument("--no-float32", dest="float32", action="store_false",
+                    help="leave out the graph with float32 storage (the peers' precision)")
     ap.add_argument("--report", action="store_true", help="only write tables (and plots) from results/*.json")
     ap.add_argument("--plots", action="store_true", help="with --report: one PNG per family into docs/")
     args = ap.parse_args(argv)
