@@ -207,3 +207,23 @@ def test_delta_row_below_is_delta_row_or_proves_it_is_not_below(d, seed, dtype, 
         else:
             assert got == full
     assert _kernels.delta_row_below(q, cq, x, cx, np.inf) == full
+
+
+@given(st.integers(1, 40), st.integers(0, 2**32 - 1), st.sampled_from([np.float64, np.float32]),
+       st.floats(0.0, 2.0))
+def test_delta4_below_is_delta_row_or_proves_it_is_not_below_for_each_row(d, seed, dtype, where):
+    rng = np.random.default_rng(seed)
+    q = ball_points(rng, 1, d, min_conformal=1e-12)[0]
+    X = ball_points(rng, 4, d, min_conformal=1e-12 if dtype == np.float64 else 1e-5).astype(dtype)
+    cq = _kernels.conformal_factor(q[None, :])[0]
+    cx = _kernels.conformal_factor(X.astype(np.float64))
+    full = np.array([_kernels.delta_row(q, cq, X[r], cx[r]) for r in range(4)])
+    for worst in (np.median(full) * where, full.min(), full.max(), np.nextafter(full.max(), np.inf), np.inf, 0.0):
+        got = np.array(_kernels.delta4_below(q, cq, X[0], cx[0], X[1], cx[1], X[2], cx[2], X[3], cx[3], worst))
+        for r in range(4):
+            if np.isinf(got[r]):
+                assert full[r] >= worst
+            else:
+                assert got[r] == full[r]
+    np.testing.assert_array_equal(
+        _kernels.delta4_below(q, cq, X[0], cx[0], X[1], cx[1], X[2], cx[2], X[3], cx[3], np.inf), full)

@@ -193,6 +193,71 @@ def delta_row_below(q, cq, x, cx, worst):
     return s / den
 
 
+#: coordinates between two early-abandon tests of :func:`delta4_below`
+ABANDON_STRIDE = 8
+
+
+@nb.njit(cache=True, inline="always")
+def _sq_dist_rest(q, x, s, first):
+    """``s`` plus the terms ``first, first + 1, ...`` of :func:`sq_dist_row`, in its order."""
+    for j in range(first, q.shape[0]):
+        t = np.float64(q[j]) - np.float64(x[j])
+        s += t * t
+    return s
+
+
+@nb.njit(cache=True, inline="always")
+def _finish_below(q, x, s, first, den, worst):
+    """The ``delta`` of a sum ``s`` stopped before coordinate ``first``: ``inf`` when its prefix
+    already proves it ``>= worst``, else the finished sum over ``den``."""
+    if s / den >= worst:
+        return np.inf
+    return _sq_dist_rest(q, x, s, first) / den
+
+
+@nb.njit(cache=True, inline="always")
+def delta4_below(q, cq, x0, c0, x1, c1, x2, c2, x3, c3, worst):
+    """:func:`delta_row_below` of four rows at once: four independent sums side by side.
+
+    Each sum runs in :func:`sq_dist_row`'s order, so every finite result is
+    :func:`delta_row`'s value bit for bit; the four chains of additions (and
+    the four rows' memory loads) overlap instead of waiting for each other.
+    Every :data:`ABANDON_STRIDE` coordinates, once all four prefixes pass the
+    cheap screen ``p > worst c_q c_x``, the sums stop: a row whose prefix
+    proves ``p / (c_q c_x) >= worst`` gets ``inf``, the others are finished
+    one by one.
+    """
+    d = q.shape[0]
+    n0 = cq * c0
+    n1 = cq * c1
+    n2 = cq * c2
+    n3 = cq * c3
+    s0 = 0.0
+    s1 = 0.0
+    s2 = 0.0
+    s3 = 0.0
+    j = 0
+    while j < d:
+        stop = min(j + ABANDON_STRIDE, d)
+        for jj in range(j, stop):
+            v = np.float64(q[jj])
+            t0 = v - np.float64(x0[jj])
+            t1 = v - np.float64(x1[jj])
+            t2 = v - np.float64(x2[jj])
+            t3 = v - np.float64(x3[jj])
+            s0 += t0 * t0
+            s1 += t1 * t1
+            s2 += t2 * t2
+            s3 += t3 * t3
+        j = stop
+        if j < d and s0 > worst * n0 and s1 > worst * n1 and s2 > worst * n2 and s3 > worst * n3:
+            break
+    if j == d:
+        return s0 / n0, s1 / n1, s2 / n2, s3 / n3
+    return (_finish_below(q, x0, s0, j, n0, worst), _finish_below(q, x1, s1, j, n1, worst),
+            _finish_below(q, x2, s2, j, n2, worst), _finish_below(q, x3, s3, j, n3, worst))
+
+
 @nb.njit(cache=True, inline="always")
 def insert_sorted(keys, ids, key, ident):
     """Insert ``(key, ident)`` into a fixed-size list sorted ascending, dropping the last.

@@ -127,7 +127,8 @@ import numpy as np
 from hypann import _progress as progress
 from hypann._runtime import SERIAL_MAX_QUERIES, VisitedMarks
 from hypann._validation import check_positive_int, check_real, check_stored_points, check_stored_queries
-from hypann.geometry._kernels import brute_knn_delta, delta_row, delta_row_below, insert_sorted, sq_dist_row
+from hypann.geometry._kernels import (brute_knn_delta, delta4_below, delta_row, delta_row_below, insert_sorted,
+                                     sq_dist_row)
 from hypann.graph.partition_tree import build_forest, build_tree, mix_seed, split_key, splitmix64
 from hypann.graph.vamana import GraphSearchResult, _list_offer
 from hypann.metrics import recall
@@ -548,25 +549,48 @@ def _search_one(points, conf, nbrs, pivots, thresholds, children, ranges, order,
         size, _ = _list_offer(lst_d, lst_i, lst_e, size, ef, delta_row(q, cq, points[u], conf[u]), u)
     cur = 0
     deg = nbrs.shape[1]
+    batch = np.empty(4, dtype=np.int64)
     while cur < size and cnt < budget:
         p = lst_i[cur]
         lst_e[cur] = True
         low = size
-        for s in range(deg):
-            u = nbrs[p, s]
-            if u < 0:
-                break
-            if u >= n or seen[u] == tag:
-                continue
-            if cnt >= budget:
-                break
-            seen[u] = tag
-            cnt += 1
-            worst = lst_d[ef - 1]  # inf until the list is full; a point at or above it is not listed
-            size, pos = _list_offer(lst_d, lst_i, lst_e, size, ef, delta_row_below(q, cq, points[u], conf[u], worst),
-                                    u)
-            if 0 <= pos < low:
-                low = pos
+        s = 0
+        while s < deg:
+            # the next (at most) four unvisited neighbours, within the budget
+            got = 0
+            while s < deg and got < 4:
+                u = nbrs[p, s]
+                if u < 0 or cnt >= budget:
+                    s = deg
+                    break
+                s += 1
+                if u >= n or seen[u] == tag:
+                    continue
+                seen[u] = tag
+                cnt += 1
+                batch[got] = u
+                got += 1
+            # their deltas (the list's worst only falls while they are offered, in order,
+            # so a point abandoned against the worst before could not have entered it)
+            worst = lst_d[ef - 1]  # inf until the list is full
+            if got == 4:
+                u0, u1, u2, u3 = batch[0], batch[1], batch[2], batch[3]
+                d0, d1, d2, d3 = delta4_below(q, cq, points[u0], conf[u0], points[u1], conf[u1], points[u2],
+                                              conf[u2], points[u3], conf[u3], worst)
+                size, pos = _list_offer(lst_d, lst_i, lst_e, size, ef, d0, u0)
+                low = pos if 0 <= pos < low else low
+                size, pos = _list_offer(lst_d, lst_i, lst_e, size, ef, d1, u1)
+                low = pos if 0 <= pos < low else low
+                size, pos = _list_offer(lst_d, lst_i, lst_e, size, ef, d2, u2)
+                low = pos if 0 <= pos < low else low
+                size, pos = _list_offer(lst_d, lst_i, lst_e, size, ef, d3, u3)
+                low = pos if 0 <= pos < low else low
+            else:
+                for t in range(got):
+                    u = batch[t]
+                    size, pos = _list_offer(lst_d, lst_i, lst_e, size, ef,
+                                            delta_row_below(q, cq, points[u], conf[u], lst_d[ef - 1]), u)
+                    low = pos if 0 <= pos < low else low
         cur = low if low <= cur else cur + 1
         while cur < size and lst_e[cur]:
             cur += 1
