@@ -127,7 +127,7 @@ import numpy as np
 from hypann import _progress as progress
 from hypann._validation import check_positive_int, check_real, check_stored_points, check_stored_queries
 from hypann.geometry._kernels import brute_knn_delta, delta_row, insert_sorted, sq_dist_row
-from hypann.graph.partition_tree import build_forest, build_tree, mix_seed, split_key, splitmix64
+from hypann.graph.partition_tree import build_forest, build_tree, forest_index_dtype, mix_seed, split_key, splitmix64
 from hypann.graph.vamana import GraphSearchResult, _list_offer
 from hypann.metrics import recall
 
@@ -157,11 +157,33 @@ _STATE = ("points", "conformal", "neighbors", "tree_pivots", "tree_thresholds", 
 
 
 # --------------------------------------------------------------------------- k-NN rows
+#
+# Memory of the build (n points, K = n_neighbors, C = max_candidates, D = max_degree; ids are
+# int32 below 2^31 points, see forest_index_dtype): the NN-descent rows hold ids (4K B/pt),
+# float32 keys of delta (4K) and new flags (K); the candidate lists of a round 2 C ids (8C; their
+# sampling priorities are recomputed from a hash, never stored); the partition trees that seed
+# the rows (8 n_trees B/pt) are freed before the rounds and rebuilt (same seeds) only when the
+# graph needs bridges. The search graph is assembled from the ids alone (deltas recomputed in
+# float64), so the rows' keys are freed first.
+
+# Largest float32: the keys of the rows are float32(min(delta, this)), never inf.
+_KEY_MAX = float(np.finfo(np.float32).max)
+# The partial sum of |p-v|^2 is checked against the row's worst key every this many coordinates.
+_ABANDON_BLOCK = 8
+# Relative margin of that check (float64 rounding of the bound is ~1e-16): the early exit
+# never drops a point the full sum would have inserted.
+_ABANDON_SLACK = 1e-9
+
+
+@nb.njit(cache=True, inline="always")
+def _row_key(d):
+    """float32 key of a float64 ``delta`` in an NN-descent row (rounded to nearest, capped below inf)."""
+    return np.float32(min(d, _KEY_MAX))
 
 
 @nb.njit(cache=True, inline="always")
 def _row_insert(row_d, row_i, row_f, d, v):
-    """Insert ``v`` at ``delta`` ``d`` into a sorted k-NN row (if better than the last and new).
+    """Insert ``v`` at key ``d`` into a sorted k-NN row (if better than the last and new).
 
     Returns True when the row changed; the inserted entry is flagged new.
     """
@@ -184,6 +206,26 @@ def _row_insert(row_d, row_i, row_f, d, v):
 
 
 @nb.njit(cache=True, inline="always")
+def _delta_unless_above(q, cq, x, cx, worst):
+    """``delta(q, x)`` exactly as :func:`delta_row`, or ``inf`` once the partial sum shows ``delta > worst``.
+
+    ``|q-x|^2`` is summed in the order of :func:`sq_dist_row` (so a completed
+    sum is bitwise the same); every :data:`_ABANDON_BLOCK` coordinates the
+    partial sum ``s`` (which only grows) is compared with
+    ``worst * cq * cx * (1 + 1e-9)``: past it, ``delta > worst`` and the row
+    would not take the point, so the rest is skipped.
+    """
+    bound = worst * (cq * cx) * (1.0 + _ABANDON_SLACK)
+    s = 0.0
+    for j in range(q.shape[0]):
+        t = np.float64(q[j]) - np.float64(x[j])
+        s += t * t
+        if j % _ABANDON_BLOCK == _ABANDON_BLOCK - 1 and s > bound:
+            return np.inf
+    return s / (cq * cx)
+
+
+@nb.njit(cache=True, inline="always")
 def _leaf_window(leaf_ranges, p, tr, max_members, seed):
     """The leaf mates of ``p`` in tree ``tr`` to visit: ``(lo, size, take, off)``.
 
@@ -191,8 +233,8 @@ def _leaf_window(leaf_ranges, p, tr, max_members, seed):
     visited, ``orders[tr, lo + (off + s) % size]`` for ``s < take``, starting at
     an offset drawn from ``(seed, p, tr)`` when the leaf is larger.
     """
-    lo = leaf_ranges[tr, p, 0]
-    size = leaf_ranges[tr, p, 1] - lo
+    lo = np.int64(leaf_ranges[tr, p, 0])
+    size = np.int64(leaf_ranges[tr, p, 1]) - lo
     take = min(size, max_members)
     off = 0
     if size > take:
@@ -213,7 +255,7 @@ def _init_row(p, points, conf, leaf_ranges, orders, max_members, seed, row_d, ro
             if seen[v] == tag:
                 continue
             seen[v] = tag
-            _row_insert(row_d, row_i, row_f, delta_row(points[p], conf[p], points[v], conf[v]), v)
+            _row_insert(row_d, row_i, row_f, _row_key(delta_row(points[p], conf[p], points[v], conf[v])), v)
     state = mix_seed(seed, p, 0x5EED)
     tries = 0
     while row_i[K - 1] < 0 and tries < 4 * K and n > 1:
@@ -223,52 +265,83 @@ def _init_row(p, points, conf, leaf_ranges, orders, max_members, seed, row_d, ro
         if seen[v] == tag:
             continue
         seen[v] = tag
-        _row_insert(row_d, row_i, row_f, delta_row(points[p], conf[p], points[v], conf[v]), v)
+        _row_insert(row_d, row_i, row_f, _row_key(delta_row(points[p], conf[p], points[v], conf[v])), v)
 
 
 @nb.njit(cache=True, parallel=True)
-def _init_graph(points, conf, K, leaf_ranges, orders, max_members, seed):
-    """Initial k-NN rows of all points, in parallel blocks: ``(ids, deltas ascending, new flags)``."""
+def _init_graph(points, conf, leaf_ranges, orders, max_members, seed, row_i, row_d, row_f):
+    """Initial k-NN rows of all points into ``row_i`` (-1), ``row_d`` (inf), ``row_f``, in parallel blocks.
+
+    ``seen`` tags are ``p + 1 <= n``, of the rows' id type (which holds ``n``).
+    """
     n = points.shape[0]
-    row_d = np.full((n, K), np.inf)
-    row_i = np.full((n, K), -1, dtype=np.int64)
-    row_f = np.zeros((n, K), dtype=np.bool_)
     n_chunks = (n + _CHUNK - 1) // _CHUNK
     for ch in nb.prange(n_chunks):
-        seen = np.zeros(n, dtype=np.int64)
+        seen = np.zeros(n, dtype=row_i.dtype)
         for p in range(ch * _CHUNK, min(n, (ch + 1) * _CHUNK)):
             _init_row(p, points, conf, leaf_ranges, orders, max_members, seed, row_d[p], row_i[p], row_f[p],
                       seen, p + 1)
-    return row_i, row_d, row_f
+
+
+@nb.njit(cache=True, inline="always")
+def _pair_priority(seed, base, a, b):
+    """Sampling priority of the pair ``{a, b}`` in a round: a hash of ``(seed, base + min, max)``, symmetric."""
+    lo = min(a, b)
+    hi = max(a, b)
+    return mix_seed(seed, base + np.uint64(lo), hi)
+
+
+@nb.njit(cache=True, inline="always")
+def _offer_candidate(ids, owner, ident, seed, base):
+    """Keep in ``ids`` (``-1`` padded) the candidates of ``owner`` with the smallest pair priority.
+
+    The list is ordered by :func:`_pair_priority` ``(owner, id)``, recomputed
+    when compared (no keys are stored); ``ident`` already listed is ignored.
+    """
+    C = ids.shape[0]
+    key = _pair_priority(seed, base, owner, ident)
+    last = ids[C - 1]
+    if last >= 0 and key >= _pair_priority(seed, base, owner, last):
+        return
+    for t in range(C):
+        if ids[t] == ident:
+            return
+        if ids[t] < 0:
+            break
+    pos = C - 1
+    while pos > 0 and (ids[pos - 1] < 0 or _pair_priority(seed, base, owner, ids[pos - 1]) > key):
+        ids[pos] = ids[pos - 1]
+        pos -= 1
+    ids[pos] = ident
 
 
 @nb.njit(cache=True)
-def _candidates(row_d, row_i, row_f, C, seed, rnd):
+def _candidates(row_i, row_f, C, seed, rnd):
     """New and old candidate lists of NN-descent for one round (serial, deterministic).
 
     ``new[p]`` holds up to ``C`` neighbours of ``p`` flagged new plus reverse
     neighbours ``q`` (``p`` in the row of ``q``) whose entry is new; ``old[p]``
     the same for entries not new. When more than ``C`` qualify, the ``C``
-    with the smallest hash priority ``h(seed, round, p, q)`` are kept (a
-    random sample). Forward entries that made it into ``new`` are flagged old.
+    with the smallest priority ``h(seed, round, {p, q})`` are kept (a random
+    sample; the hash is symmetric, so a pair met from both sides has one
+    priority). Forward entries that made it into ``new`` are flagged old.
+    Ids have the type of ``row_i``: ``(n, C)`` each, nothing else is stored.
     """
     n, K = row_i.shape
-    new_i = np.full((n, C), -1, dtype=np.int64)
-    old_i = np.full((n, C), -1, dtype=np.int64)
-    new_h = np.full((n, C), np.iinfo(np.int64).max, dtype=np.int64)
-    old_h = np.full((n, C), np.iinfo(np.int64).max, dtype=np.int64)
+    new_i = np.full((n, C), -1, dtype=row_i.dtype)
+    old_i = np.full((n, C), -1, dtype=row_i.dtype)
+    base = np.uint64(rnd) * np.uint64(n)
     for p in range(n):
         for j in range(K):
             q = row_i[p, j]
             if q < 0:
                 break
-            h = np.int64(mix_seed(seed, rnd * n + p, q) >> np.uint64(1))
             if row_f[p, j]:
-                _keep_smallest(new_h[p], new_i[p], h, q)
-                _keep_smallest(new_h[q], new_i[q], h, p)
+                _offer_candidate(new_i[p], p, q, seed, base)
+                _offer_candidate(new_i[q], q, p, seed, base)
             else:
-                _keep_smallest(old_h[p], old_i[p], h, q)
-                _keep_smallest(old_h[q], old_i[q], h, p)
+                _offer_candidate(old_i[p], p, q, seed, base)
+                _offer_candidate(old_i[q], q, p, seed, base)
     for p in range(n):
         for j in range(K):
             q = row_i[p, j]
@@ -300,9 +373,12 @@ def _refine_row(p, points, conf, new_i, old_i, row_d, row_i, row_f, seen, tag):
     Compares ``p`` with every ``v`` in ``new[u]`` for ``u`` in ``new[p]`` or
     ``old[p]``, and with every ``v`` in ``old[u]`` for ``u`` in ``new[p]``
     (each pair has at least one new link, as in the local join). Only the row
-    of ``p`` is written. Returns the number of insertions.
+    of ``p`` is written. The distance to ``v`` stops early once it cannot
+    enter the row (:func:`_delta_unless_above`; the same insertions as the
+    full sum). Returns the number of insertions.
     """
     C = new_i.shape[1]
+    K = row_d.shape[0]
     changed = 0
     seen[p] = tag
     for side in range(2):
@@ -318,8 +394,8 @@ def _refine_row(p, points, conf, new_i, old_i, row_d, row_i, row_f, seen, tag):
                     if seen[v] == tag:
                         continue
                     seen[v] = tag
-                    d = delta_row(points[p], conf[p], points[v], conf[v])
-                    if _row_insert(row_d, row_i, row_f, d, v):
+                    d = _delta_unless_above(points[p], conf[p], points[v], conf[v], np.float64(row_d[K - 1]))
+                    if d < np.inf and _row_insert(row_d, row_i, row_f, _row_key(d), v):
                         changed += 1
     return changed
 
@@ -335,7 +411,7 @@ def _refine(points, conf, new_i, old_i, row_d, row_i, row_f):
     n_chunks = (n + _CHUNK - 1) // _CHUNK
     counts = np.zeros(n_chunks, dtype=np.int64)
     for ch in nb.prange(n_chunks):
-        seen = np.zeros(n, dtype=np.int64)
+        seen = np.zeros(n, dtype=row_i.dtype)
         c = 0
         for p in range(ch * _CHUNK, min(n, (ch + 1) * _CHUNK)):
             c += _refine_row(p, points, conf, new_i, old_i, row_d[p], row_i[p], row_f[p], seen, p + 1)
@@ -343,30 +419,64 @@ def _refine(points, conf, new_i, old_i, row_d, row_i, row_f):
     return counts.sum()
 
 
-def nn_descent(points, conf, K, *, n_trees, leaf_size, max_candidates, max_rounds, tol, seed, return_forest=False):
-    """Approximate ``K`` nearest neighbours of every point (ids int64 and ``delta``, ascending).
+@nb.njit(cache=True, parallel=True)
+def _row_deltas(points, conf, row_i):
+    """Float64 ``delta`` of every row entry (``inf`` at ``-1``), in parallel over the points."""
+    n, K = row_i.shape
+    out = np.full((n, K), np.inf)
+    for p in nb.prange(n):
+        for j in range(K):
+            v = row_i[p, j]
+            if v >= 0:
+                out[p, j] = delta_row(points[p], conf[p], points[v], conf[v])
+    return out
+
+
+def _forest(points, leaf_size, n_trees, seed, index_dtype):
+    """The ``n_trees`` partition trees seeding NN-descent (a function of ``seed``: rebuilt identically)."""
+    seeds = np.array([int(mix_seed(seed, 7, t)) for t in range(n_trees)], dtype=np.uint64)
+    return build_forest(points, leaf_size, seeds, index_dtype)
+
+
+def nn_descent(points, conf, K, *, n_trees, leaf_size, max_candidates, max_rounds, tol, seed, return_deltas=True,
+               index_dtype=None):
+    """Approximate ``K`` nearest neighbours of every point: ``(ids, deltas)``, ascending.
 
     Initial rows come from ``n_trees`` Apollonian partition trees (every pair
     sharing a leaf), then NN-descent rounds in pull form until fewer than
-    ``tol * n * K`` rows entries change (or ``max_rounds``). With
-    ``return_forest`` the leaves of the trees (``leaf_ranges, orders`` of
-    :func:`~hypann.graph.partition_tree.build_forest`) are returned too.
+    ``tol * n * K`` row entries change (or ``max_rounds``). Rows are ranked by
+    float32 keys of ``delta``; the returned ``deltas`` (float64, exact for the
+    returned ids) are recomputed, and ``None`` with ``return_deltas=False``.
+
+    ``index_dtype`` (default int32 below ``2^31`` points, see
+    :func:`~hypann.graph.partition_tree.forest_index_dtype`) is the type of
+    the ids and of every id array of the build; the result does not depend
+    on it.
     """
     n = points.shape[0]
-    seeds = np.array([int(mix_seed(seed, 7, t)) for t in range(n_trees)], dtype=np.uint64)
-    leaf_ranges, orders = build_forest(points, leaf_size, seeds)
-    row_i, row_d, row_f = _init_graph(points, conf, K, leaf_ranges, orders, 2 * leaf_size, np.uint64(seed))
+    dtype = forest_index_dtype(n) if index_dtype is None else index_dtype
+    leaf_ranges, orders = _forest(points, leaf_size, n_trees, seed, dtype)
+    row_i = np.full((n, K), -1, dtype=dtype)
+    row_d = np.full((n, K), np.inf, dtype=np.float32)
+    row_f = np.zeros((n, K), dtype=np.bool_)
+    _init_graph(points, conf, leaf_ranges, orders, 2 * leaf_size, np.uint64(seed), row_i, row_d, row_f)
+    del leaf_ranges, orders
     progress.advance(stage="initial graph")
     for rnd in range(max_rounds):
-        new_i, old_i = _candidates(row_d, row_i, row_f, max_candidates, np.uint64(seed), rnd)
+        new_i, old_i = _candidates(row_i, row_f, max_candidates, np.uint64(seed), rnd)
         changed = _refine(points, conf, new_i, old_i, row_d, row_i, row_f)
+        del new_i, old_i
         logger.debug("nn-descent round %d: %d changes", rnd, changed)
         progress.advance(stage=f"nn-descent round {rnd + 1}: {changed:,} changes")
         if changed <= tol * n * K:
             break
-    if return_forest:
-        return row_i, row_d, leaf_ranges, orders
-    return row_i, row_d
+    del row_d, row_f
+    if not return_deltas:
+        return row_i, None
+    deltas = _row_deltas(points, conf, row_i)
+    # float32 keys can tie where the float64 deltas differ: order each row by the exact value (stable)
+    order = np.argsort(deltas, axis=1, kind="stable")
+    return np.take_along_axis(row_i, order, axis=1), np.take_along_axis(deltas, order, axis=1)
 
 
 @nb.njit(cache=True)
@@ -418,9 +528,12 @@ def _bridge_row(p, points, conf, comp, leaf_ranges, orders, max_members, seed, o
 
 @nb.njit(cache=True, parallel=True)
 def _bridges(points, conf, comp, leaf_ranges, orders, n_bridges, max_members, seed):
-    """Up to ``n_bridges`` edges per point to the nearest points of other components sharing a leaf."""
+    """Up to ``n_bridges`` edges per point to the nearest points of other components sharing a leaf.
+
+    Returns ``(ids, deltas)`` of shape ``(n, n_bridges)``, ids of the type of ``orders``.
+    """
     n = points.shape[0]
-    out_i = np.full((n, n_bridges), -1, dtype=np.int64)
+    out_i = np.full((n, n_bridges), -1, dtype=orders.dtype)
     out_d = np.full((n, n_bridges), np.inf)
     for p in nb.prange(n):
         _bridge_row(p, points, conf, comp, leaf_ranges, orders, max_members, seed, out_d[p], out_i[p])
@@ -431,65 +544,129 @@ def _bridges(points, conf, comp, leaf_ranges, orders, n_bridges, max_members, se
 
 
 @nb.njit(cache=True)
-def _search_graph(row_i, row_d, bridge_i, max_degree, max_copies):
-    """Adjacency of the search graph: each k-NN row merged with its reverse edges.
+def _reverse_lists(row_i):
+    """Reverse edges of the k-NN rows in compressed form: ``src[start[v]:start[v+1]]`` are the ``p`` with ``v`` in row ``p``.
 
-    Point ``p`` links to its k-NN row and to the points whose rows hold ``p``
-    (reverse edges), nearest first, without repeats, at most ``max_degree``
-    in all; reverse edges of a point are limited to its ``max_degree`` nearest
-    (kept in a sorted list, so no buffer grows). At most ``max_copies``
-    neighbours at ``delta = 0`` (exact copies of ``p``) are kept, so a group of
-    copies larger than a row still links to the rest of the data. Serial: the
-    reverse lists are gathered in point order (deterministic).
+    Each list is in increasing ``p`` (the order of a serial scan of the rows).
+    ``src`` has one entry per row entry (at most ``n K``), of the type of ``row_i``.
     """
     n, K = row_i.shape
-    rev_i = np.full((n, max_degree), -1, dtype=np.int64)
-    rev_d = np.full((n, max_degree), np.inf)
+    start = np.zeros(n + 1, dtype=np.int64)
     for p in range(n):
         for j in range(K):
             v = row_i[p, j]
             if v < 0:
                 break
-            d = row_d[p, j]
-            if d < rev_d[v, max_degree - 1]:
-                insert_sorted(rev_d[v], rev_i[v], d, p)
-    nbrs = np.full((n, max_degree), -1, dtype=np.int32)
+            start[v + 1] += 1
+    for v in range(n):
+        start[v + 1] += start[v]
+    src = np.empty(start[n], dtype=row_i.dtype)
+    fill = start[:n].copy()
     for p in range(n):
-        a = 0
-        b = 0
-        c = 0
-        copies = 0
-        for t in range(bridge_i.shape[1]):
-            if bridge_i[p, t] >= 0 and c < max_degree:
-                nbrs[p, c] = bridge_i[p, t]
-                c += 1
-        while c < max_degree:
-            has_fwd = a < K and row_i[p, a] >= 0
-            has_rev = b < max_degree and rev_i[p, b] >= 0
-            if not (has_fwd or has_rev):
+        for j in range(K):
+            v = row_i[p, j]
+            if v < 0:
                 break
-            if has_fwd and (not has_rev or row_d[p, a] <= rev_d[p, b]):
-                v = row_i[p, a]
-                d = row_d[p, a]
-                a += 1
-            else:
-                v = rev_i[p, b]
-                d = rev_d[p, b]
-                b += 1
-            if d == 0.0:
-                if copies >= max_copies:
-                    continue
-            dup = False
-            for t in range(c):
-                if nbrs[p, t] == v:
-                    dup = True
-                    break
-            if dup:
-                continue
-            if d == 0.0:
-                copies += 1
-            nbrs[p, c] = v
+            src[fill[v]] = p
+            fill[v] += 1
+    return start, src
+
+
+@nb.njit(cache=True)
+def _search_row(p, points, conf, row_i, start, src, bridge_i, max_copies, fwd_d, fwd_i, rev_d, rev_i, out):
+    """Out-list of ``p`` (see :func:`_search_graph`) into ``out`` (``-1`` padded), from float64 deltas."""
+    K = row_i.shape[1]
+    D = out.shape[0]
+    for t in range(K):
+        fwd_d[t] = np.inf
+        fwd_i[t] = -1
+    for t in range(D):
+        rev_d[t] = np.inf
+        rev_i[t] = -1
+        out[t] = -1
+    # the k-NN row by its exact delta; stable (the row's order breaks ties)
+    nf = 0
+    for j in range(K):
+        v = row_i[p, j]
+        if v < 0:
+            break
+        d = delta_row(points[p], conf[p], points[v], conf[v])
+        pos = nf
+        while pos > 0 and fwd_d[pos - 1] > d:
+            fwd_d[pos] = fwd_d[pos - 1]
+            fwd_i[pos] = fwd_i[pos - 1]
+            pos -= 1
+        fwd_d[pos] = d
+        fwd_i[pos] = v
+        nf += 1
+    # the D nearest reverse neighbours (ties: smaller p first)
+    for s in range(start[p], start[p + 1]):
+        u = src[s]
+        d = delta_row(points[u], conf[u], points[p], conf[p])
+        if d < rev_d[D - 1]:
+            insert_sorted(rev_d, rev_i, d, u)
+    a = 0
+    b = 0
+    c = 0
+    copies = 0
+    for t in range(bridge_i.shape[1]):
+        if bridge_i[p, t] >= 0 and c < D:
+            out[c] = bridge_i[p, t]
             c += 1
+    while c < D:
+        has_fwd = a < nf
+        has_rev = b < D and rev_i[b] >= 0
+        if not (has_fwd or has_rev):
+            break
+        if has_fwd and (not has_rev or fwd_d[a] <= rev_d[b]):
+            v = fwd_i[a]
+            d = fwd_d[a]
+            a += 1
+        else:
+            v = rev_i[b]
+            d = rev_d[b]
+            b += 1
+        if d == 0.0:
+            if copies >= max_copies:
+                continue
+        dup = False
+        for t in range(c):
+            if out[t] == v:
+                dup = True
+                break
+        if dup:
+            continue
+        if d == 0.0:
+            copies += 1
+        out[c] = v
+        c += 1
+
+
+@nb.njit(cache=True, parallel=True)
+def _search_graph(points, conf, row_i, start, src, bridge_i, max_degree, max_copies):
+    """Adjacency of the search graph: each k-NN row merged with its reverse edges.
+
+    Point ``p`` links to its k-NN row and to the points whose rows hold ``p``
+    (reverse edges, :func:`_reverse_lists`), nearest first by the float64
+    ``delta`` (recomputed from the points: the rows' keys are float32),
+    without repeats, at most ``max_degree`` in all; reverse edges of a point
+    are limited to its ``max_degree`` nearest. At most ``max_copies``
+    neighbours at ``delta = 0`` (exact copies of ``p``) are kept, so a group of
+    copies larger than a row still links to the rest of the data. Bridges
+    come first. Parallel blocks, each point writes its own row (the result
+    does not depend on the thread count).
+    """
+    n, K = row_i.shape
+    nbrs = np.empty((n, max_degree), dtype=np.int32)
+    n_chunks = (n + _CHUNK - 1) // _CHUNK
+    for ch in nb.prange(n_chunks):
+        fwd_d = np.empty(K)
+        fwd_i = np.empty(K, dtype=np.int64)
+        rev_d = np.empty(max_degree)
+        rev_i = np.empty(max_degree, dtype=np.int64)
+        for p in range(ch * _CHUNK, min(n, (ch + 1) * _CHUNK)):
+            _search_row(p, points, conf, row_i, start, src, bridge_i, max_copies, fwd_d, fwd_i, rev_d, rev_i,
+                        nbrs[p])
     return nbrs
 
 
@@ -724,17 +901,24 @@ class HyperbolicGraphIndex:
         n = points.shape[0]
         seed = int(self.random_state) & 0xFFFFFFFFFFFFFFFF
         K = min(K, max(n - 1, 1))
-        row_i, row_d, leaf_ranges, orders = nn_descent(
-            points, conformal, K, n_trees=self.n_trees, leaf_size=self.leaf_size, max_candidates=K,
-            max_rounds=self.max_rounds, tol=NN_DESCENT_TOL, seed=seed, return_forest=True)
+        dtype = forest_index_dtype(n)
+        row_i, _ = nn_descent(points, conformal, K, n_trees=self.n_trees, leaf_size=self.leaf_size, max_candidates=K,
+                              max_rounds=self.max_rounds, tol=NN_DESCENT_TOL, seed=seed, return_deltas=False,
+                              index_dtype=dtype)
         comp = components(row_i)
         n_comp = int(np.count_nonzero(comp == np.arange(n)))
         if n_comp > 1:
+            # the trees that seeded NN-descent, rebuilt from their seeds (freed during the rounds)
+            leaf_ranges, orders = _forest(points, self.leaf_size, self.n_trees, seed, dtype)
             bridge_i, _ = _bridges(points, conformal, comp, leaf_ranges, orders, min(N_BRIDGES, D),
                                    2 * self.leaf_size, np.uint64(seed))
+            del leaf_ranges, orders
         else:
-            bridge_i = np.full((n, 0), -1, dtype=np.int64)
-        self.neighbors_ = _search_graph(row_i, row_d, bridge_i, D, max(1, D // 2))
+            bridge_i = np.full((n, 0), -1, dtype=dtype)
+        del comp
+        start, src = _reverse_lists(row_i)
+        self.neighbors_ = _search_graph(points, conformal, row_i, start, src, bridge_i, D, max(1, D // 2))
+        del row_i, start, src, bridge_i
         self.n_components_ = n_comp
         tree = build_tree(points, self.leaf_size, np.uint64(mix_seed(np.uint64(seed), 11, 0)))
         self.tree_pivots_, self.tree_thresholds_, self.tree_children_, self.tree_ranges_, self.tree_order_ = tree
