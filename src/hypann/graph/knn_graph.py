@@ -129,7 +129,7 @@ from hypann._validation import check_positive_int, check_real, check_stored_poin
 from hypann.geometry._kernels import brute_knn_delta, delta_row, insert_sorted, sq_dist_row
 from hypann.graph.partition_tree import build_forest, build_tree, forest_index_dtype, mix_seed, split_key, splitmix64
 from hypann.graph.vamana import GraphSearchResult, _list_offer
-from hypann.metrics import recall
+from hypann.metrics import recall_per_query
 
 __all__ = ["HyperbolicGraphIndex", "GraphSearchResult"]
 
@@ -138,6 +138,10 @@ logger = logging.getLogger(__name__)
 _NO_BUDGET = np.iinfo(np.int64).max
 # Points per block of the parallel loops (a block's work does not depend on the thread count).
 _CHUNK = 1024
+# Candidates per point and round in NN-descent (new and old each; at most K). A round costs
+# about 3 C^2 distances per point; 16 instead of K = 24 builds 1.3-1.8x faster on clustered
+# data at the same recall, and the candidate lists take 8 C bytes a point.
+MAX_CANDIDATES = 16
 # NN-descent stops when a round changes fewer than this fraction of the n*K row entries.
 NN_DESCENT_TOL = 1e-3
 # Edges per point to the nearest leaf mates in other components of the k-NN graph.
@@ -272,13 +276,16 @@ def _init_row(p, points, conf, leaf_ranges, orders, max_members, seed, row_d, ro
 def _init_graph(points, conf, leaf_ranges, orders, max_members, seed, row_i, row_d, row_f):
     """Initial k-NN rows of all points into ``row_i`` (-1), ``row_d`` (inf), ``row_f``, in parallel blocks.
 
-    ``seen`` tags are ``p + 1 <= n``, of the rows' id type (which holds ``n``).
+    Points are visited in the leaf order of the first tree (``orders[0]``),
+    so that consecutive points share leaf mates in the cache. ``seen`` tags
+    are ``p + 1 <= n``, of the rows' id type (which holds ``n``).
     """
     n = points.shape[0]
     n_chunks = (n + _CHUNK - 1) // _CHUNK
     for ch in nb.prange(n_chunks):
         seen = np.zeros(n, dtype=row_i.dtype)
-        for p in range(ch * _CHUNK, min(n, (ch + 1) * _CHUNK)):
+        for i in range(ch * _CHUNK, min(n, (ch + 1) * _CHUNK)):
+            p = orders[0, i]
             _init_row(p, points, conf, leaf_ranges, orders, max_members, seed, row_d[p], row_i[p], row_f[p],
                       seen, p + 1)
 
@@ -401,11 +408,14 @@ def _refine_row(p, points, conf, new_i, old_i, row_d, row_i, row_f, seen, tag):
 
 
 @nb.njit(cache=True, parallel=True)
-def _refine(points, conf, new_i, old_i, row_d, row_i, row_f):
+def _refine(points, conf, new_i, old_i, row_d, row_i, row_f, visit):
     """One NN-descent round over all points (parallel blocks, each point writes its own row).
 
     Reads only the candidate lists (frozen for the round), so the result does
-    not depend on the thread count. Returns the number of row insertions.
+    not depend on the thread count (nor on the visit order). Points are
+    visited in the order ``visit`` (a permutation: the leaf order of a
+    partition tree, so that consecutive points share most candidates and
+    their coordinates stay in the cache). Returns the number of row insertions.
     """
     n = points.shape[0]
     n_chunks = (n + _CHUNK - 1) // _CHUNK
@@ -413,7 +423,8 @@ def _refine(points, conf, new_i, old_i, row_d, row_i, row_f):
     for ch in nb.prange(n_chunks):
         seen = np.zeros(n, dtype=row_i.dtype)
         c = 0
-        for p in range(ch * _CHUNK, min(n, (ch + 1) * _CHUNK)):
+        for i in range(ch * _CHUNK, min(n, (ch + 1) * _CHUNK)):
+            p = visit[i]
             c += _refine_row(p, points, conf, new_i, old_i, row_d[p], row_i[p], row_f[p], seen, p + 1)
         counts[ch] = c
     return counts.sum()
@@ -460,11 +471,12 @@ def nn_descent(points, conf, K, *, n_trees, leaf_size, max_candidates, max_round
     row_d = np.full((n, K), np.inf, dtype=np.float32)
     row_f = np.zeros((n, K), dtype=np.bool_)
     _init_graph(points, conf, leaf_ranges, orders, 2 * leaf_size, np.uint64(seed), row_i, row_d, row_f)
+    visit = orders[0].copy()
     del leaf_ranges, orders
     progress.advance(stage="initial graph")
     for rnd in range(max_rounds):
         new_i, old_i = _candidates(row_i, row_f, max_candidates, np.uint64(seed), rnd)
-        changed = _refine(points, conf, new_i, old_i, row_d, row_i, row_f)
+        changed = _refine(points, conf, new_i, old_i, row_d, row_i, row_f, visit)
         del new_i, old_i
         logger.debug("nn-descent round %d: %d changes", rnd, changed)
         progress.advance(stage=f"nn-descent round {rnd + 1}: {changed:,} changes")
@@ -789,21 +801,28 @@ def _calibrate_ef(index, sample, truth, target):
     """Smallest ``ef`` of :data:`EF_LADDER` (then doubling up to ``n``) whose leave-one-out recall reaches ``target``.
 
     Returns ``(ef, recall)``; the largest ``ef`` tried when none reaches it.
+    A sample point whose ``k`` neighbours were all found at a smaller ``ef``
+    is not searched again (counted as found: a longer list starts from the
+    same entry points and only explores more), so each step searches only
+    the points still missing a neighbour.
     """
     n = index.n_points_
     k = truth.shape[1]
-    queries = index.points_[sample]
-    q_conf = index.conformal_[sample]
     ladder = [e for e in EF_LADDER if e < n]
     e = EF_LADDER[-1]
     while e < n:
         e *= 2
         ladder.append(min(e, n))
     ladder = [max(e, k) for e in ladder] or [max(n, k)]
+    per_point = np.zeros(len(sample))
     rec = 0.0
     for ef in ladder:
-        ids, deltas, _ = index._run(queries, q_conf, k, ef, None, sample)
-        rec = recall(deltas, truth, k, epsilon=RECALL_RTOL)  # by delta: monotone in the distance
+        todo = np.flatnonzero(per_point < 1.0)
+        rows = sample[todo]
+        _, deltas, _ = index._run(index.points_[rows], index.conformal_[rows], k, ef, None, rows)
+        # by delta: monotone in the distance
+        per_point[todo] = recall_per_query(deltas, truth[todo], k, epsilon=RECALL_RTOL)
+        rec = float(np.mean(per_point))
         if rec >= target:
             return ef, rec
     return ladder[-1], rec
@@ -902,7 +921,8 @@ class HyperbolicGraphIndex:
         seed = int(self.random_state) & 0xFFFFFFFFFFFFFFFF
         K = min(K, max(n - 1, 1))
         dtype = forest_index_dtype(n)
-        row_i, _ = nn_descent(points, conformal, K, n_trees=self.n_trees, leaf_size=self.leaf_size, max_candidates=K,
+        row_i, _ = nn_descent(points, conformal, K, n_trees=self.n_trees, leaf_size=self.leaf_size,
+                              max_candidates=min(K, MAX_CANDIDATES),
                               max_rounds=self.max_rounds, tol=NN_DESCENT_TOL, seed=seed, return_deltas=False,
                               index_dtype=dtype)
         comp = components(row_i)
