@@ -291,24 +291,36 @@ def _init_graph(points, conf, leaf_ranges, orders, max_members, seed, row_i, row
 
 
 @nb.njit(cache=True, inline="always")
-def _pair_priority(seed, base, a, b):
-    """Sampling priority of the pair ``{a, b}`` in a round: a hash of ``(seed, base + min, max)``, symmetric."""
-    lo = min(a, b)
-    hi = max(a, b)
-    return mix_seed(seed, base + np.uint64(lo), hi)
+def _pair_priority(base, a, b):
+    """Sampling priority of the pair ``{a, b}`` in a round: one splitmix64 step of ``base ^ (min << 32 | max)``.
+
+    Symmetric in ``a, b``; ``base`` mixes the seed and the round
+    (:func:`_round_base`). The pair code is distinct for distinct pairs of
+    ids below ``2^32``, and splitmix64 is a bijection, so two pairs of a round
+    get the same priority only for ids beyond that.
+    """
+    lo = np.uint64(min(a, b))
+    hi = np.uint64(max(a, b))
+    _, z = splitmix64(base ^ ((lo << np.uint64(32)) | hi))
+    return z
+
+
+def _round_base(seed, rnd):
+    """The per-round key of :func:`_pair_priority` (a hash of the seed and the round)."""
+    return np.uint64(mix_seed(np.uint64(seed), 0xCA9D, rnd))
 
 
 @nb.njit(cache=True, inline="always")
-def _offer_candidate(ids, owner, ident, seed, base):
+def _offer_candidate(ids, owner, ident, base):
     """Keep in ``ids`` (``-1`` padded) the candidates of ``owner`` with the smallest pair priority.
 
     The list is ordered by :func:`_pair_priority` ``(owner, id)``, recomputed
     when compared (no keys are stored); ``ident`` already listed is ignored.
     """
     C = ids.shape[0]
-    key = _pair_priority(seed, base, owner, ident)
+    key = _pair_priority(base, owner, ident)
     last = ids[C - 1]
-    if last >= 0 and key >= _pair_priority(seed, base, owner, last):
+    if last >= 0 and key >= _pair_priority(base, owner, last):
         return
     for t in range(C):
         if ids[t] == ident:
@@ -316,39 +328,38 @@ def _offer_candidate(ids, owner, ident, seed, base):
         if ids[t] < 0:
             break
     pos = C - 1
-    while pos > 0 and (ids[pos - 1] < 0 or _pair_priority(seed, base, owner, ids[pos - 1]) > key):
+    while pos > 0 and (ids[pos - 1] < 0 or _pair_priority(base, owner, ids[pos - 1]) > key):
         ids[pos] = ids[pos - 1]
         pos -= 1
     ids[pos] = ident
 
 
 @nb.njit(cache=True)
-def _candidates(row_i, row_f, C, seed, rnd):
+def _candidates(row_i, row_f, C, base):
     """New and old candidate lists of NN-descent for one round (serial, deterministic).
 
     ``new[p]`` holds up to ``C`` neighbours of ``p`` flagged new plus reverse
     neighbours ``q`` (``p`` in the row of ``q``) whose entry is new; ``old[p]``
     the same for entries not new. When more than ``C`` qualify, the ``C``
-    with the smallest priority ``h(seed, round, {p, q})`` are kept (a random
-    sample; the hash is symmetric, so a pair met from both sides has one
-    priority). Forward entries that made it into ``new`` are flagged old.
+    with the smallest priority ``h(base, {p, q})`` are kept (a random
+    sample; ``base`` is :func:`_round_base` of the seed and the round; the
+    hash is symmetric, so a pair met from both sides has one priority). Forward entries that made it into ``new`` are flagged old.
     Ids have the type of ``row_i``: ``(n, C)`` each, nothing else is stored.
     """
     n, K = row_i.shape
     new_i = np.full((n, C), -1, dtype=row_i.dtype)
     old_i = np.full((n, C), -1, dtype=row_i.dtype)
-    base = np.uint64(rnd) * np.uint64(n)
     for p in range(n):
         for j in range(K):
             q = row_i[p, j]
             if q < 0:
                 break
             if row_f[p, j]:
-                _offer_candidate(new_i[p], p, q, seed, base)
-                _offer_candidate(new_i[q], q, p, seed, base)
+                _offer_candidate(new_i[p], p, q, base)
+                _offer_candidate(new_i[q], q, p, base)
             else:
-                _offer_candidate(old_i[p], p, q, seed, base)
-                _offer_candidate(old_i[q], q, p, seed, base)
+                _offer_candidate(old_i[p], p, q, base)
+                _offer_candidate(old_i[q], q, p, base)
     for p in range(n):
         for j in range(K):
             q = row_i[p, j]
@@ -475,7 +486,7 @@ def nn_descent(points, conf, K, *, n_trees, leaf_size, max_candidates, max_round
     del leaf_ranges, orders
     progress.advance(stage="initial graph")
     for rnd in range(max_rounds):
-        new_i, old_i = _candidates(row_i, row_f, max_candidates, np.uint64(seed), rnd)
+        new_i, old_i = _candidates(row_i, row_f, max_candidates, _round_base(seed, rnd))
         changed = _refine(points, conf, new_i, old_i, row_d, row_i, row_f, visit)
         del new_i, old_i
         logger.debug("nn-descent round %d: %d changes", rnd, changed)
