@@ -13,6 +13,7 @@ import hypann
 from hypann.datasets.families import FAMILIES, make_family
 from hypann.geometry._kernels import brute_knn_delta, conformal_factor, delta_to_candidates
 from hypann.graph import HyperbolicGraphIndex
+from hypann.graph import knn_graph
 from hypann.graph.knn_graph import _reverse_lists, _search_graph, nn_descent
 from hypann.graph.partition_tree import build_forest, build_tree, descend, node_capacity
 from hypann.metrics import recall
@@ -330,6 +331,20 @@ def test_search_graph_matches_its_definition():
     rows, _ = nn_descent(X, cx, 6, n_trees=2, leaf_size=8, max_candidates=6, max_rounds=3, tol=1e-3, seed=1)
     bridges = np.full((60, 2), -1, dtype=rows.dtype)
     bridges[::7, 0] = np.arange(0, 60, 7)[::-1]
-    start, src = _reverse_lists(rows)
-    got = _search_graph(X, cx, rows, start, src, bridges, 9, 2)
-    np.testing.assert_array_equal(got, _reference_search_graph(X, cx, rows, bridges, 9, 2))
+    want = _reference_search_graph(X, cx, rows, bridges, 9, 2)
+    np.testing.assert_array_equal(_search_graph(X, cx, rows, bridges, 9, 2), want)
+    start, src = _reverse_lists(rows, 20, 35)  # one block of targets
+    assert start[0] == 0 and start[-1] == src.size == np.count_nonzero((rows >= 20) & (rows < 35))
+    for t, v in enumerate(range(20, 35)):
+        np.testing.assert_array_equal(src[start[t] : start[t + 1]], np.flatnonzero((rows == v).any(axis=1)))
+
+
+def test_search_graph_in_blocks_equals_one_block(monkeypatch):
+    X = np.random.default_rng(8).uniform(-0.4, 0.4, (3000, 4))
+    cx = conformal_factor(X)
+    rows, _ = nn_descent(X, cx, 8, n_trees=2, leaf_size=16, max_candidates=8, max_rounds=3, tol=1e-3, seed=2)
+    none = np.full((3000, 0), -1, dtype=rows.dtype)
+    blocked = _search_graph(X, cx, rows, none, 12, 6)  # 3 blocks of 1024 points
+    monkeypatch.setattr(knn_graph, "_REVERSE_BLOCKS", 1)
+    monkeypatch.setattr(knn_graph, "_CHUNK", 4096)
+    np.testing.assert_array_equal(_search_graph(X, cx, rows, none, 12, 6), blocked)

@@ -477,12 +477,15 @@ def nn_descent(points, conf, K, *, n_trees, leaf_size, max_candidates, max_round
     """
     n = points.shape[0]
     dtype = forest_index_dtype(n) if index_dtype is None else index_dtype
-    leaf_ranges, orders = _forest(points, leaf_size, n_trees, seed, dtype)
+    # the arrays that live through the rounds first, the trees (freed after the initial rows) last:
+    # freed memory at the top of the heap goes back to the system
     row_i = np.full((n, K), -1, dtype=dtype)
     row_d = np.full((n, K), np.inf, dtype=np.float32)
     row_f = np.zeros((n, K), dtype=np.bool_)
+    visit = np.empty(n, dtype=dtype)
+    leaf_ranges, orders = _forest(points, leaf_size, n_trees, seed, dtype)
     _init_graph(points, conf, leaf_ranges, orders, 2 * leaf_size, np.uint64(seed), row_i, row_d, row_f)
-    visit = orders[0].copy()
+    visit[:] = orders[0]
     del leaf_ranges, orders
     progress.advance(stage="initial graph")
     for rnd in range(max_rounds):
@@ -566,38 +569,52 @@ def _bridges(points, conf, comp, leaf_ranges, orders, n_bridges, max_members, se
 # --------------------------------------------------------------------------- search graph
 
 
-@nb.njit(cache=True)
-def _reverse_lists(row_i):
-    """Reverse edges of the k-NN rows in compressed form: ``src[start[v]:start[v+1]]`` are the ``p`` with ``v`` in row ``p``.
+# Blocks of target points whose reverse lists are gathered at a time (each block scans all rows
+# once; the lists take about n K / _REVERSE_BLOCKS ids).
+_REVERSE_BLOCKS = 8
 
-    Each list is in increasing ``p`` (the order of a serial scan of the rows).
-    ``src`` has one entry per row entry (at most ``n K``), of the type of ``row_i``.
+
+@nb.njit(cache=True)
+def _reverse_lists(row_i, lo, hi):
+    """Reverse edges into the points ``lo <= v < hi``, compressed.
+
+    ``src[start[v-lo]:start[v-lo+1]]`` are the ``p`` with ``v`` in row ``p``,
+    in increasing ``p`` (the order of a serial scan of the rows). ``src`` has
+    one entry per row entry pointing into the block (at most ``n K``), of the
+    type of ``row_i``.
     """
     n, K = row_i.shape
-    start = np.zeros(n + 1, dtype=np.int64)
+    m = hi - lo
+    start = np.zeros(m + 1, dtype=np.int64)
     for p in range(n):
         for j in range(K):
             v = row_i[p, j]
             if v < 0:
                 break
-            start[v + 1] += 1
-    for v in range(n):
+            if lo <= v < hi:
+                start[v - lo + 1] += 1
+    for v in range(m):
         start[v + 1] += start[v]
-    src = np.empty(start[n], dtype=row_i.dtype)
-    fill = start[:n].copy()
+    src = np.empty(start[m], dtype=row_i.dtype)
+    fill = start[:m].copy()
     for p in range(n):
         for j in range(K):
             v = row_i[p, j]
             if v < 0:
                 break
-            src[fill[v]] = p
-            fill[v] += 1
+            if lo <= v < hi:
+                src[fill[v - lo]] = p
+                fill[v - lo] += 1
     return start, src
 
 
 @nb.njit(cache=True)
-def _search_row(p, points, conf, row_i, start, src, bridge_i, max_copies, fwd_d, fwd_i, rev_d, rev_i, out):
-    """Out-list of ``p`` (see :func:`_search_graph`) into ``out`` (``-1`` padded), from float64 deltas."""
+def _search_row(p, points, conf, row_i, rev_start, rev_stop, src, bridge_i, max_copies, fwd_d, fwd_i, rev_d, rev_i,
+                out):
+    """Out-list of ``p`` (see :func:`_search_graph`) into ``out`` (``-1`` padded), from float64 deltas.
+
+    ``src[rev_start:rev_stop]`` are the points whose rows hold ``p``.
+    """
     K = row_i.shape[1]
     D = out.shape[0]
     for t in range(K):
@@ -623,7 +640,7 @@ def _search_row(p, points, conf, row_i, start, src, bridge_i, max_copies, fwd_d,
         fwd_i[pos] = v
         nf += 1
     # the D nearest reverse neighbours (ties: smaller p first)
-    for s in range(start[p], start[p + 1]):
+    for s in range(rev_start, rev_stop):
         u = src[s]
         d = delta_row(points[u], conf[u], points[p], conf[p])
         if d < rev_d[D - 1]:
@@ -666,30 +683,49 @@ def _search_row(p, points, conf, row_i, start, src, bridge_i, max_copies, fwd_d,
 
 
 @nb.njit(cache=True, parallel=True)
-def _search_graph(points, conf, row_i, start, src, bridge_i, max_degree, max_copies):
+def _search_rows(points, conf, row_i, lo, start, src, bridge_i, max_copies, nbrs):
+    """Rows ``lo .. lo + len(start) - 2`` of the search graph into ``nbrs`` (parallel blocks, own rows only)."""
+    K = row_i.shape[1]
+    max_degree = nbrs.shape[1]
+    m = start.shape[0] - 1
+    n_chunks = (m + _CHUNK - 1) // _CHUNK
+    for ch in nb.prange(n_chunks):
+        fwd_d = np.empty(K)
+        fwd_i = np.empty(K, dtype=np.int64)
+        rev_d = np.empty(max_degree)
+        rev_i = np.empty(max_degree, dtype=np.int64)
+        for t in range(ch * _CHUNK, min(m, (ch + 1) * _CHUNK)):
+            _search_row(lo + t, points, conf, row_i, start[t], start[t + 1], src, bridge_i, max_copies, fwd_d, fwd_i,
+                        rev_d, rev_i, nbrs[lo + t])
+
+
+def _search_graph(points, conf, row_i, bridge_i, max_degree, max_copies):
     """Adjacency of the search graph: each k-NN row merged with its reverse edges.
 
     Point ``p`` links to its k-NN row and to the points whose rows hold ``p``
     (reverse edges, :func:`_reverse_lists`), nearest first by the float64
     ``delta`` (recomputed from the points: the rows' keys are float32),
     without repeats, at most ``max_degree`` in all; reverse edges of a point
-    are limited to its ``max_degree`` nearest. At most ``max_copies``
-    neighbours at ``delta = 0`` (exact copies of ``p``) are kept, so a group of
-    copies larger than a row still links to the rest of the data. Bridges
-    come first. Parallel blocks, each point writes its own row (the result
-    does not depend on the thread count).
+    are limited to its ``max_degree`` nearest (ties: the smaller id first).
+    At most ``max_copies`` neighbours at ``delta = 0`` (exact copies of ``p``)
+    are kept, so a group of copies larger than a row still links to the rest
+    of the data. Bridges come first. The reverse lists are gathered for
+    :data:`_REVERSE_BLOCKS` blocks of points in turn (about ``n K / 8`` ids
+    at a time); within a block, parallel chunks each write their own rows,
+    so the result does not depend on the thread count.
+
+    Returns
+    -------
+    ndarray of shape (n, max_degree), int32, ``-1`` padded
     """
-    n, K = row_i.shape
+    n = row_i.shape[0]
     nbrs = np.empty((n, max_degree), dtype=np.int32)
-    n_chunks = (n + _CHUNK - 1) // _CHUNK
-    for ch in nb.prange(n_chunks):
-        fwd_d = np.empty(K)
-        fwd_i = np.empty(K, dtype=np.int64)
-        rev_d = np.empty(max_degree)
-        rev_i = np.empty(max_degree, dtype=np.int64)
-        for p in range(ch * _CHUNK, min(n, (ch + 1) * _CHUNK)):
-            _search_row(p, points, conf, row_i, start, src, bridge_i, max_copies, fwd_d, fwd_i, rev_d, rev_i,
-                        nbrs[p])
+    step = max(_CHUNK, -(-n // _REVERSE_BLOCKS))
+    for lo in range(0, n, step):
+        hi = min(n, lo + step)
+        start, src = _reverse_lists(row_i, lo, hi)
+        _search_rows(points, conf, row_i, lo, start, src, bridge_i, max_copies, nbrs)
+        del start, src
     return nbrs
 
 
@@ -947,9 +983,8 @@ class HyperbolicGraphIndex:
         else:
             bridge_i = np.full((n, 0), -1, dtype=dtype)
         del comp
-        start, src = _reverse_lists(row_i)
-        self.neighbors_ = _search_graph(points, conformal, row_i, start, src, bridge_i, D, max(1, D // 2))
-        del row_i, start, src, bridge_i
+        self.neighbors_ = _search_graph(points, conformal, row_i, bridge_i, D, max(1, D // 2))
+        del row_i, bridge_i
         self.n_components_ = n_comp
         tree = build_tree(points, self.leaf_size, np.uint64(mix_seed(np.uint64(seed), 11, 0)))
         self.tree_pivots_, self.tree_thresholds_, self.tree_children_, self.tree_ranges_, self.tree_order_ = tree
