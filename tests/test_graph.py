@@ -348,3 +348,19 @@ def test_search_graph_in_blocks_equals_one_block(monkeypatch):
     monkeypatch.setattr(knn_graph, "_REVERSE_BLOCKS", 1)
     monkeypatch.setattr(knn_graph, "_CHUNK", 4096)
     np.testing.assert_array_equal(_search_graph(X, cx, rows, none, 12, 6), blocked)
+
+
+def test_candidate_lists_do_not_depend_on_the_blocks(mixture):
+    X, cx, _, _ = mixture
+    rows, _ = nn_descent(X, cx, 10, n_trees=2, leaf_size=16, max_candidates=10, max_rounds=1, tol=1e-3, seed=4)
+    flags = np.random.default_rng(3).random(rows.shape) < 0.5
+    out = []
+    for blocks in (1, 3, 64):
+        f = flags.copy()
+        out.append((*knn_graph._candidates(rows, f, 6, knn_graph._round_base(4, 2), blocks), f))
+    for got in out[1:]:
+        for a, b in zip(out[0], got):
+            np.testing.assert_array_equal(a, b)
+    new_i, old_i, f = out[0]
+    assert np.all((new_i >= 0).sum(axis=1) <= 6) and np.any(new_i[:, -1] >= 0)  # some lists were sampled down
+    assert np.array_equal(f, flags & ~np.array([[q in new_i[p] for q in rows[p]] for p in range(len(rows))]))

@@ -334,33 +334,51 @@ def _offer_candidate(ids, owner, ident, base):
     ids[pos] = ident
 
 
-@nb.njit(cache=True)
-def _candidates(row_i, row_f, C, base):
-    """New and old candidate lists of NN-descent for one round (serial, deterministic).
+@nb.njit(cache=True, parallel=True)
+def _candidates(row_i, row_f, C, base, n_blocks):
+    """New and old candidate lists of NN-descent for one round (deterministic).
 
     ``new[p]`` holds up to ``C`` neighbours of ``p`` flagged new plus reverse
     neighbours ``q`` (``p`` in the row of ``q``) whose entry is new; ``old[p]``
     the same for entries not new. When more than ``C`` qualify, the ``C``
     with the smallest priority ``h(base, {p, q})`` are kept (a random
     sample; ``base`` is :func:`_round_base` of the seed and the round; the
-    hash is symmetric, so a pair met from both sides has one priority). Forward entries that made it into ``new`` are flagged old.
-    Ids have the type of ``row_i``: ``(n, C)`` each, nothing else is stored.
+    hash is symmetric, so a pair met from both sides has one priority).
+    Forward entries that made it into ``new`` are flagged old. Ids have the
+    type of ``row_i``: ``(n, C)`` each, nothing else is stored.
+
+    The lists are split into ``n_blocks`` blocks of points filled in
+    parallel: each block scans all rows in point order and makes only the
+    offers to its own lists, so every list receives the same offers in the
+    same order as in one serial scan, whatever ``n_blocks`` and the threads.
     """
     n, K = row_i.shape
     new_i = np.full((n, C), -1, dtype=row_i.dtype)
     old_i = np.full((n, C), -1, dtype=row_i.dtype)
-    for p in range(n):
-        for j in range(K):
-            q = row_i[p, j]
-            if q < 0:
-                break
-            if row_f[p, j]:
-                _offer_candidate(new_i[p], p, q, base)
-                _offer_candidate(new_i[q], q, p, base)
-            else:
-                _offer_candidate(old_i[p], p, q, base)
-                _offer_candidate(old_i[q], q, p, base)
-    for p in range(n):
+    step = (n + n_blocks - 1) // n_blocks
+    for blk in nb.prange(n_blocks):
+        lo = blk * step
+        hi = min(n, lo + step)
+        for p in range(n):
+            mine = lo <= p < hi
+            for j in range(K):
+                q = row_i[p, j]
+                if q < 0:
+                    break
+                theirs = lo <= q < hi
+                if not (mine or theirs):
+                    continue
+                if row_f[p, j]:
+                    if mine:
+                        _offer_candidate(new_i[p], p, q, base)
+                    if theirs:
+                        _offer_candidate(new_i[q], q, p, base)
+                else:
+                    if mine:
+                        _offer_candidate(old_i[p], p, q, base)
+                    if theirs:
+                        _offer_candidate(old_i[q], q, p, base)
+    for p in nb.prange(n):
         for j in range(K):
             q = row_i[p, j]
             if q < 0:
@@ -489,7 +507,7 @@ def nn_descent(points, conf, K, *, n_trees, leaf_size, max_candidates, max_round
     del leaf_ranges, orders
     progress.advance(stage="initial graph")
     for rnd in range(max_rounds):
-        new_i, old_i = _candidates(row_i, row_f, max_candidates, _round_base(seed, rnd))
+        new_i, old_i = _candidates(row_i, row_f, max_candidates, _round_base(seed, rnd), nb.get_num_threads())
         changed = _refine(points, conf, new_i, old_i, row_d, row_i, row_f, visit)
         del new_i, old_i
         logger.debug("nn-descent round %d: %d changes", rnd, changed)
