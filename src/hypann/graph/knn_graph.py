@@ -66,11 +66,13 @@ The design here
   in-edge and caps recall at 0.976; without it 0.996.)
 * **k-NN by NN-descent** (Dong et al. 2011) in *pull* form: in a round every
   point compares itself with the candidates of its candidates (new/old
-  flags, ``max_candidates = K`` sampled by a hash) and writes only its own
+  flags, ``min(K, 16)`` candidates sampled by a hash) and writes only its own
   row, so the rounds run in parallel and the result does not depend on the
   thread count. The initial rows come from 4 Apollonian partition trees
   (:mod:`hypann.graph.partition_tree`; every pair sharing a leaf). Stops when
-  a round changes fewer than ``0.001 n K`` entries.
+  a round changes fewer than ``0.001 n K`` entries. The build keeps int32
+  ids and float32 keys (see "Memory of the build" below); the search graph
+  is assembled with float64 deltas.
 * **Entry points from a partition tree, not one medoid.** A query descends
   the tree (two Euclidean distances per level, no conformal factor) to a
   leaf; the leaf's points (at most ``leaf_size``) and the pivots of the
