@@ -1,4 +1,5 @@
-"""Memory of an exact index (``"hkdtree"``) in float64 and float32 storage, and memory-mapped loading.
+"""Memory of an exact index (``"hkdtree"``) and of the graph index (``"graph"``) in float64 and float32 storage,
+and memory-mapped loading.
 
 Part 1, for each dimension (``--dims``) and storage, in a fresh subprocess:
 the data (``hypann.datasets.synthetic.hierarchical_tree``, ``--n`` points)
@@ -22,6 +23,12 @@ measures
 Freed heap memory is handed back (``malloc_trim``) before each reading, so
 that memory glibc keeps after the build is not counted as the index's.
 
+``--methods`` picks the indexes of part 1 (default ``hkdtree``; ``graph``
+builds ``algorithm="graph"`` in float64 and float32 at the default
+settings and reports ``peak_over_resident``, the build peak over the final
+resident index, whose target is 2). Parts 2 and 3 run only with
+``hkdtree`` among the methods.
+
 Part 2: search throughput (``--queries`` held-out queries, k = 10, one
 thread, median of ``--repeats``) of the float32 index relative to the
 float64 one, same data, same run.
@@ -36,6 +43,7 @@ Usage::
 
     PYTHONPATH=src nice python benchmarks/memory.py                  # n=200,000 at 10-D and 100-D, 2M for mmap
     PYTHONPATH=src python benchmarks/memory.py --n 20000 --big 100000 --queries 200   # smoke run
+    PYTHONPATH=src nice python benchmarks/memory.py --methods graph  # graph build peak, 200,000 points
 
 Writes ``results/memory.json`` and prints markdown tables.
 """
@@ -86,7 +94,15 @@ def trim_heap():
 
 
 def o_n_bytes(index):
-    """Bytes of the index's per-point and per-node scalars: the O(n) part next to coordinates and boxes."""
+    """Bytes of the index's per-point and per-node scalars: the O(n) part next to coordinates and boxes.
+
+    For the graph: the conformal factors, ids, removal flags and the graph's own arrays (neighbour lists and
+    entry tree), everything but the coordinates.
+    """
+    if index.algorithm == "graph":
+        live = index.live_
+        graph = index.algorithm_.graph_
+        return graph.conformal_.nbytes + graph.nbytes + live.labels_nbytes + live.removed.nbytes
     tree = index.algorithm_.chosen_.tree_ if hasattr(index.algorithm_, "chosen_") else index.algorithm_.tree_
     arrays = [tree.conformal_, tree.indices_, tree.left_, tree.right_, tree.start_, tree.end_, tree.max_conformal_]
     live = index.live_
@@ -96,24 +112,30 @@ def o_n_bytes(index):
 def child_build(npy, config, out_path):
     """In a fresh process: build from a memmap, measure, save. Prints one JSON line.
 
-    ``config`` is ``"<storage>"`` or ``"<storage>:<leaf_size>"``.
+    ``config`` is ``"<storage>"`` or ``"<storage>:<leaf_size>"`` (kd-tree), ``"graph:<storage>"`` (graph index
+    at its default settings).
     """
     import gc
 
     import hypann
 
-    storage, _, leaf = config.partition(":")
+    method, storage = ("graph", config.partition(":")[2]) if config.startswith("graph:") else ("hkdtree", config)
+    storage, _, leaf = storage.partition(":")
     leaf_size = int(leaf or 16)
+    settings = {"algorithm": "graph"} if method == "graph" else {"leaf_size": leaf_size}
 
     X = np.load(npy, mmap_mode="r")
     n, d = X.shape
-    hypann.HyperbolicIndex(storage=storage).build(np.ascontiguousarray(X[:200])).search(np.asarray(X[:3]), 2)
+    small = np.ascontiguousarray(X[:2000] if method == "graph" else X[:200])
+    hypann.HyperbolicIndex(storage=storage, **{k: v for k, v in settings.items() if k != "leaf_size"}).build(
+        small).search(np.asarray(X[:3]), 2)
+    del small
     gc.collect()
     trim_heap()
     before = rss()[0]
     with PeakSampler(lambda: rss()[0]) as sampler:
         t = time.perf_counter()
-        index = hypann.HyperbolicIndex(storage=storage, leaf_size=leaf_size).build(X)
+        index = hypann.HyperbolicIndex(storage=storage, **settings).build(X)
         build_s = time.perf_counter() - t
     gc.collect()
     trim_heap()
@@ -121,7 +143,8 @@ def child_build(npy, config, out_path):
     o_n = o_n_bytes(index)
     index.save(out_path)
     print(json.dumps({
-        "n": n, "d": d, "storage": storage, "leaf_size": leaf_size, "build_s": build_s,
+        "method": method, "n": n, "d": d, "storage": storage, "leaf_size": leaf_size if method == "hkdtree" else None,
+        "build_s": build_s,
         "nbytes_per_point": index.nbytes / n,
         "resident_per_point": (after - before) / n,
         "build_peak_per_point": (sampler.peak - before) / n,
@@ -129,6 +152,7 @@ def child_build(npy, config, out_path):
         "resident_over_raw_float32": (after - before) / (4.0 * n * d),
         "o_n_per_point": o_n / n,
         "beyond_o_n_over_raw_float32": (after - before - o_n) / (4.0 * n * d),
+        "peak_over_resident": (sampler.peak - before) / max(after - before, 1),
     }))
 
 
@@ -181,7 +205,12 @@ def main():
     ap.add_argument("--big", type=int, default=2_000_000, help="points of the 10-D index loaded with mmap")
     ap.add_argument("--queries", type=int, default=1000)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--methods", nargs="+", default=["hkdtree"], choices=["hkdtree", "graph"],
+                    help="indexes measured in part 1 (parts 2 and 3 need hkdtree)")
     args = ap.parse_args()
+    kdtree = "hkdtree" in args.methods
+    configs = (("float64", "float32", "float32:32") if kdtree else ()) + (
+        ("graph:float64", "graph:float32") if "graph" in args.methods else ())
 
     import hypann
 
@@ -192,10 +221,13 @@ def main():
         Q, X = X[: args.queries], X[args.queries :]
         npy = os.path.join(work, f"X{d}.npy")
         np.save(npy, X)
-        for config in ("float64", "float32", "float32:32"):
+        for config in configs:
             row = run_child("--child-build", npy, config, os.path.join(work, f"idx{d}-{config}.hypann"))
             rows.append(row)
             print(row, file=sys.stderr, flush=True)
+        if not kdtree:
+            os.remove(npy)
+            continue
         # throughput, both storages in this process
         times = {}
         for config in ("float64", "float32", "float32:32"):
@@ -212,6 +244,18 @@ def main():
         print(speed[-1], file=sys.stderr, flush=True)
         os.remove(npy)
 
+    if not kdtree:
+        print("\n### Index memory per point (n = %d)\n" % args.n)
+        print(markdown_table(rows, ["method", "d", "storage", "build_s", "nbytes_per_point", "resident_per_point",
+                                    "build_peak_per_point", "peak_over_resident", "file_per_point",
+                                    "resident_over_raw_float32", "o_n_per_point"]))
+        path = write_json("memory_graph" if args.methods == ["graph"] else "memory",
+                          {"params": vars(args), "memory": rows})
+        print(f"\nwrote {path}")
+        for name in os.listdir(work):
+            os.remove(os.path.join(work, name))
+        os.rmdir(work)
+        return
     # memory-mapped loading of a big 10-D float32 index
     X = make_data(args.big + args.queries, 10, seed=1)
     Q, X = X[: args.queries], X[args.queries :]
@@ -233,10 +277,10 @@ def main():
     for row in loads:
         row["same_answers"] = bool(np.array_equal(np.load(os.path.join(work, f"ids-{row['mode']}.npy")), ref))
 
-    print("\n### Index memory per point (hkdtree, n = %d)\n" % args.n)
-    print(markdown_table(rows, ["d", "storage", "leaf_size", "build_s", "nbytes_per_point", "resident_per_point",
+    print("\n### Index memory per point (n = %d)\n" % args.n)
+    print(markdown_table(rows, ["method", "d", "storage", "leaf_size", "build_s", "nbytes_per_point", "resident_per_point",
                                 "build_peak_per_point", "file_per_point", "resident_over_raw_float32",
-                                "o_n_per_point", "beyond_o_n_over_raw_float32"]))
+                                "o_n_per_point", "beyond_o_n_over_raw_float32", "peak_over_resident"]))
     print("\n### Search throughput, k = 10, one thread\n")
     print(markdown_table(speed, ["d", "n", "float64_qps", "float32_qps", "float32_over_float64", "float32_leaf32_qps",
                                  "float32_leaf32_over_float64"]))

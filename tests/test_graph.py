@@ -13,8 +13,9 @@ import hypann
 from hypann.datasets.families import FAMILIES, make_family
 from hypann.geometry._kernels import brute_knn_delta, conformal_factor, delta_to_candidates
 from hypann.graph import HyperbolicGraphIndex
-from hypann.graph.knn_graph import nn_descent
-from hypann.graph.partition_tree import build_tree, descend
+from hypann.graph import knn_graph
+from hypann.graph.knn_graph import _reverse_lists, _search_graph, nn_descent
+from hypann.graph.partition_tree import build_forest, build_tree, descend, node_capacity
 from hypann.metrics import recall
 
 K = 10
@@ -250,3 +251,116 @@ def test_errors_name_the_bad_value(mixture):
         index.search(Q[:, :3], cq, 1)
     with pytest.raises(ValueError, match=r"unknown option\(s\) \['R'\] for search with algorithm 'graph'"):
         hypann.HyperbolicIndex(algorithm="graph").build(X[:300]).search(Q, k=1, R=3)
+
+
+def test_nn_descent_ids_are_int32_and_the_result_does_not_depend_on_the_id_type(mixture):
+    X, cx, _, _ = mixture
+    kw = dict(n_trees=4, leaf_size=32, max_candidates=12, max_rounds=4, tol=1e-3, seed=3)
+    ids32, d32 = nn_descent(X, cx, 12, **kw)
+    ids64, d64 = nn_descent(X, cx, 12, index_dtype=np.int64, **kw)
+    assert ids32.dtype == np.int32 and ids64.dtype == np.int64
+    np.testing.assert_array_equal(ids32, ids64)
+    np.testing.assert_array_equal(d32, d64)
+    assert np.all(np.diff(d32, axis=1) >= 0)  # rows ascending by the exact delta
+    only_ids, none = nn_descent(X, cx, 12, return_deltas=False, **kw)
+    assert none is None
+    np.testing.assert_array_equal(np.sort(only_ids, axis=1), np.sort(ids32, axis=1))
+
+
+def test_forest_id_type_must_hold_the_point_count(mixture):
+    X = mixture[0]
+    with pytest.raises(ValueError, match=r"index_dtype must hold ids up to n=5000, got index_dtype=int8$"):
+        build_forest(X, 32, np.array([1, 2], dtype=np.uint64), np.int8)
+    leaf_ranges, orders = build_forest(X, 32, np.array([1, 2], dtype=np.uint64))
+    assert leaf_ranges.dtype == orders.dtype == np.int32
+    for t in range(2):
+        np.testing.assert_array_equal(np.sort(orders[t]), np.arange(len(X)))
+        assert np.all(orders[t][leaf_ranges[t, :, 0]] >= 0)
+        assert np.all(leaf_ranges[t, :, 1] - leaf_ranges[t, :, 0] <= 32)
+
+
+@pytest.mark.parametrize("leaf_size", [1, 2, 3, 8, 33])
+@pytest.mark.parametrize("n", [1, 2, 7, 100, 513])
+def test_partition_tree_nodes_stay_within_the_proven_capacity(n, leaf_size):
+    rng = np.random.default_rng(n * 100 + leaf_size)
+    X = rng.uniform(-0.5, 0.5, (n, 3))
+    X[: n // 3] = X[0]  # a block of identical points: a leaf of any size
+    _, _, children, ranges, order = build_tree(X, leaf_size, np.uint64(leaf_size))
+    assert children.shape[0] <= node_capacity(n, leaf_size)
+    leaves = children[:, 0] < 0
+    sizes = ranges[leaves, 1] - ranges[leaves, 0]
+    assert sizes.sum() == n and (children.shape[0] == 1 or sizes.min() >= max(1, (leaf_size + 1) // 2))
+
+
+def _reference_search_graph(X, cx, rows, bridges, D, max_copies):
+    """The search graph's definition in plain Python: bridges, then k-NN row and reverse edges merged by delta."""
+    n = len(X)
+    d = lambda a, b: delta_to_candidates(X[a : a + 1], cx[a : a + 1], X, cx, np.array([[b]]))[0, 0]  # noqa: E731
+    rev = [[] for _ in range(n)]
+    for p in range(n):
+        for v in rows[p]:
+            if v >= 0:
+                rev[v].append((d(p, v), p))
+    out = np.full((n, D), -1)
+    for p in range(n):
+        fwd = sorted(((d(p, v), j, v) for j, v in enumerate(rows[p]) if v >= 0))
+        fwd = [(dv, v) for dv, _, v in fwd]
+        back = sorted(rev[p], key=lambda e: e[0])[:D]  # stable: smaller p first
+        merged, c, copies = [v for v in bridges[p] if v >= 0][:D], 0, 0
+        a = b = 0
+        while len(merged) < D and (a < len(fwd) or b < len(back)):
+            if a < len(fwd) and (b == len(back) or fwd[a][0] <= back[b][0]):
+                dv, v = fwd[a]
+                a += 1
+            else:
+                dv, v = back[b]
+                b += 1
+            if (dv == 0.0 and copies >= max_copies) or v in merged:
+                continue
+            copies += dv == 0.0
+            merged.append(v)
+        out[p, : len(merged)] = merged
+    return out
+
+
+def test_search_graph_matches_its_definition():
+    rng = np.random.default_rng(7)
+    X = rng.uniform(-0.4, 0.4, (60, 3))
+    X[10:14] = X[9]  # copies: at most max_copies neighbours at delta 0
+    cx = conformal_factor(X)
+    rows, _ = nn_descent(X, cx, 6, n_trees=2, leaf_size=8, max_candidates=6, max_rounds=3, tol=1e-3, seed=1)
+    bridges = np.full((60, 2), -1, dtype=rows.dtype)
+    bridges[::7, 0] = np.arange(0, 60, 7)[::-1]
+    want = _reference_search_graph(X, cx, rows, bridges, 9, 2)
+    np.testing.assert_array_equal(_search_graph(X, cx, rows, bridges, 9, 2), want)
+    start, src = _reverse_lists(rows, 20, 35)  # one block of targets
+    assert start[0] == 0 and start[-1] == src.size == np.count_nonzero((rows >= 20) & (rows < 35))
+    for t, v in enumerate(range(20, 35)):
+        np.testing.assert_array_equal(src[start[t] : start[t + 1]], np.flatnonzero((rows == v).any(axis=1)))
+
+
+def test_search_graph_in_blocks_equals_one_block(monkeypatch):
+    X = np.random.default_rng(8).uniform(-0.4, 0.4, (3000, 4))
+    cx = conformal_factor(X)
+    rows, _ = nn_descent(X, cx, 8, n_trees=2, leaf_size=16, max_candidates=8, max_rounds=3, tol=1e-3, seed=2)
+    none = np.full((3000, 0), -1, dtype=rows.dtype)
+    blocked = _search_graph(X, cx, rows, none, 12, 6)  # 3 blocks of 1024 points
+    monkeypatch.setattr(knn_graph, "_REVERSE_BLOCKS", 1)
+    monkeypatch.setattr(knn_graph, "_CHUNK", 4096)
+    np.testing.assert_array_equal(_search_graph(X, cx, rows, none, 12, 6), blocked)
+
+
+def test_candidate_lists_do_not_depend_on_the_blocks(mixture):
+    X, cx, _, _ = mixture
+    rows, _ = nn_descent(X, cx, 10, n_trees=2, leaf_size=16, max_candidates=10, max_rounds=1, tol=1e-3, seed=4)
+    flags = np.random.default_rng(3).random(rows.shape) < 0.5
+    out = []
+    for blocks in (1, 3, 64):
+        f = flags.copy()
+        out.append((*knn_graph._candidates(rows, f, 6, knn_graph._round_base(4, 2), blocks), f))
+    for got in out[1:]:
+        for a, b in zip(out[0], got):
+            np.testing.assert_array_equal(a, b)
+    new_i, old_i, f = out[0]
+    assert np.all((new_i >= 0).sum(axis=1) <= 6) and np.any(new_i[:, -1] >= 0)  # some lists were sampled down
+    assert np.array_equal(f, flags & ~np.array([[q in new_i[p] for q in rows[p]] for p in range(len(rows))]))

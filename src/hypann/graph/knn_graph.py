@@ -66,11 +66,13 @@ The design here
   in-edge and caps recall at 0.976; without it 0.996.)
 * **k-NN by NN-descent** (Dong et al. 2011) in *pull* form: in a round every
   point compares itself with the candidates of its candidates (new/old
-  flags, ``max_candidates = K`` sampled by a hash) and writes only its own
+  flags, ``min(K, 16)`` candidates sampled by a hash) and writes only its own
   row, so the rounds run in parallel and the result does not depend on the
   thread count. The initial rows come from 4 Apollonian partition trees
   (:mod:`hypann.graph.partition_tree`; every pair sharing a leaf). Stops when
-  a round changes fewer than ``0.001 n K`` entries.
+  a round changes fewer than ``0.001 n K`` entries. The build keeps int32
+  ids and float32 keys (see "Memory of the build" below); the search graph
+  is assembled with float64 deltas.
 * **Entry points from a partition tree, not one medoid.** A query descends
   the tree (two Euclidean distances per level, no conformal factor) to a
   leaf; the leaf's points (at most ``leaf_size``) and the pivots of the
@@ -129,9 +131,9 @@ from hypann._runtime import SERIAL_MAX_QUERIES, VisitedMarks
 from hypann._validation import check_positive_int, check_real, check_stored_points, check_stored_queries
 from hypann.geometry._kernels import (brute_knn_delta, delta4_below, delta_row, delta_row_below, insert_sorted,
                                      sq_dist_row)
-from hypann.graph.partition_tree import build_forest, build_tree, mix_seed, split_key, splitmix64
+from hypann.graph.partition_tree import build_forest, build_tree, forest_index_dtype, mix_seed, split_key, splitmix64
 from hypann.graph.vamana import GraphSearchResult, _list_offer
-from hypann.metrics import recall
+from hypann.metrics import recall_per_query
 
 __all__ = ["HyperbolicGraphIndex", "GraphSearchResult"]
 
@@ -140,6 +142,10 @@ logger = logging.getLogger(__name__)
 _NO_BUDGET = np.iinfo(np.int64).max
 # Points per block of the parallel loops (a block's work does not depend on the thread count).
 _CHUNK = 1024
+# Candidates per point and round in NN-descent (new and old each; at most K). A round costs
+# about 3 C^2 distances per point; 16 instead of K = 24 builds 1.3-1.8x faster on clustered
+# data at the same recall, and the candidate lists take 8 C bytes a point.
+MAX_CANDIDATES = 16
 # NN-descent stops when a round changes fewer than this fraction of the n*K row entries.
 NN_DESCENT_TOL = 1e-3
 # Edges per point to the nearest leaf mates in other components of the k-NN graph.
@@ -159,11 +165,28 @@ _STATE = ("points", "conformal", "neighbors", "tree_pivots", "tree_thresholds", 
 
 
 # --------------------------------------------------------------------------- k-NN rows
+#
+# Memory of the build (n points, K = n_neighbors, C = max_candidates, D = max_degree; ids are
+# int32 below 2^31 points, see forest_index_dtype): the NN-descent rows hold ids (4K B/pt),
+# float32 keys of delta (4K) and new flags (K); the candidate lists of a round 2 C ids (8C; their
+# sampling priorities are recomputed from a hash, never stored); the partition trees that seed
+# the rows (8 n_trees B/pt) are freed before the rounds and rebuilt (same seeds) only when the
+# graph needs bridges. The search graph is assembled from the ids alone (deltas recomputed in
+# float64), so the rows' keys are freed first.
+
+# Largest float32: the keys of the rows are float32(min(delta, this)), never inf.
+_KEY_MAX = float(np.finfo(np.float32).max)
+
+
+@nb.njit(cache=True, inline="always")
+def _row_key(d):
+    """float32 key of a float64 ``delta`` in an NN-descent row (rounded to nearest, capped below inf)."""
+    return np.float32(min(d, _KEY_MAX))
 
 
 @nb.njit(cache=True, inline="always")
 def _row_insert(row_d, row_i, row_f, d, v):
-    """Insert ``v`` at ``delta`` ``d`` into a sorted k-NN row (if better than the last and new).
+    """Insert ``v`` at key ``d`` into a sorted k-NN row (if better than the last and new).
 
     Returns True when the row changed; the inserted entry is flagged new.
     """
@@ -193,8 +216,8 @@ def _leaf_window(leaf_ranges, p, tr, max_members, seed):
     visited, ``orders[tr, lo + (off + s) % size]`` for ``s < take``, starting at
     an offset drawn from ``(seed, p, tr)`` when the leaf is larger.
     """
-    lo = leaf_ranges[tr, p, 0]
-    size = leaf_ranges[tr, p, 1] - lo
+    lo = np.int64(leaf_ranges[tr, p, 0])
+    size = np.int64(leaf_ranges[tr, p, 1]) - lo
     take = min(size, max_members)
     off = 0
     if size > take:
@@ -215,7 +238,7 @@ def _init_row(p, points, conf, leaf_ranges, orders, max_members, seed, row_d, ro
             if seen[v] == tag:
                 continue
             seen[v] = tag
-            _row_insert(row_d, row_i, row_f, delta_row(points[p], conf[p], points[v], conf[v]), v)
+            _row_insert(row_d, row_i, row_f, _row_key(delta_row(points[p], conf[p], points[v], conf[v])), v)
     state = mix_seed(seed, p, 0x5EED)
     tries = 0
     while row_i[K - 1] < 0 and tries < 4 * K and n > 1:
@@ -225,53 +248,116 @@ def _init_row(p, points, conf, leaf_ranges, orders, max_members, seed, row_d, ro
         if seen[v] == tag:
             continue
         seen[v] = tag
-        _row_insert(row_d, row_i, row_f, delta_row(points[p], conf[p], points[v], conf[v]), v)
+        _row_insert(row_d, row_i, row_f, _row_key(delta_row(points[p], conf[p], points[v], conf[v])), v)
 
 
 @nb.njit(cache=True, parallel=True)
-def _init_graph(points, conf, K, leaf_ranges, orders, max_members, seed):
-    """Initial k-NN rows of all points, in parallel blocks: ``(ids, deltas ascending, new flags)``."""
+def _init_graph(points, conf, leaf_ranges, orders, max_members, seed, row_i, row_d, row_f):
+    """Initial k-NN rows of all points into ``row_i`` (-1), ``row_d`` (inf), ``row_f``, in parallel blocks.
+
+    Points are visited in the leaf order of the first tree (``orders[0]``),
+    so that consecutive points share leaf mates in the cache. ``seen`` tags
+    are ``p + 1 <= n``, of the rows' id type (which holds ``n``).
+    """
     n = points.shape[0]
-    row_d = np.full((n, K), np.inf)
-    row_i = np.full((n, K), -1, dtype=np.int64)
-    row_f = np.zeros((n, K), dtype=np.bool_)
     n_chunks = (n + _CHUNK - 1) // _CHUNK
     for ch in nb.prange(n_chunks):
-        seen = np.zeros(n, dtype=np.int64)
-        for p in range(ch * _CHUNK, min(n, (ch + 1) * _CHUNK)):
+        seen = np.zeros(n, dtype=row_i.dtype)
+        for i in range(ch * _CHUNK, min(n, (ch + 1) * _CHUNK)):
+            p = orders[0, i]
             _init_row(p, points, conf, leaf_ranges, orders, max_members, seed, row_d[p], row_i[p], row_f[p],
                       seen, p + 1)
-    return row_i, row_d, row_f
 
 
-@nb.njit(cache=True)
-def _candidates(row_d, row_i, row_f, C, seed, rnd):
-    """New and old candidate lists of NN-descent for one round (serial, deterministic).
+@nb.njit(cache=True, inline="always")
+def _pair_priority(base, a, b):
+    """Sampling priority of the pair ``{a, b}`` in a round: one splitmix64 step of ``base ^ (min << 32 | max)``.
+
+    Symmetric in ``a, b``; ``base`` mixes the seed and the round
+    (:func:`_round_base`). The pair code is distinct for distinct pairs of
+    ids below ``2^32``, and splitmix64 is a bijection, so two pairs of a round
+    get the same priority only for ids beyond that.
+    """
+    lo = np.uint64(min(a, b))
+    hi = np.uint64(max(a, b))
+    _, z = splitmix64(base ^ ((lo << np.uint64(32)) | hi))
+    return z
+
+
+def _round_base(seed, rnd):
+    """The per-round key of :func:`_pair_priority` (a hash of the seed and the round)."""
+    return np.uint64(mix_seed(np.uint64(seed), 0xCA9D, rnd))
+
+
+@nb.njit(cache=True, inline="always")
+def _offer_candidate(ids, owner, ident, base):
+    """Keep in ``ids`` (``-1`` padded) the candidates of ``owner`` with the smallest pair priority.
+
+    The list is ordered by :func:`_pair_priority` ``(owner, id)``, recomputed
+    when compared (no keys are stored); ``ident`` already listed is ignored.
+    """
+    C = ids.shape[0]
+    key = _pair_priority(base, owner, ident)
+    last = ids[C - 1]
+    if last >= 0 and key >= _pair_priority(base, owner, last):
+        return
+    for t in range(C):
+        if ids[t] == ident:
+            return
+        if ids[t] < 0:
+            break
+    pos = C - 1
+    while pos > 0 and (ids[pos - 1] < 0 or _pair_priority(base, owner, ids[pos - 1]) > key):
+        ids[pos] = ids[pos - 1]
+        pos -= 1
+    ids[pos] = ident
+
+
+@nb.njit(cache=True, parallel=True)
+def _candidates(row_i, row_f, C, base, n_blocks):
+    """New and old candidate lists of NN-descent for one round (deterministic).
 
     ``new[p]`` holds up to ``C`` neighbours of ``p`` flagged new plus reverse
     neighbours ``q`` (``p`` in the row of ``q``) whose entry is new; ``old[p]``
     the same for entries not new. When more than ``C`` qualify, the ``C``
-    with the smallest hash priority ``h(seed, round, p, q)`` are kept (a
-    random sample). Forward entries that made it into ``new`` are flagged old.
+    with the smallest priority ``h(base, {p, q})`` are kept (a random
+    sample; ``base`` is :func:`_round_base` of the seed and the round; the
+    hash is symmetric, so a pair met from both sides has one priority).
+    Forward entries that made it into ``new`` are flagged old. Ids have the
+    type of ``row_i``: ``(n, C)`` each, nothing else is stored.
+
+    The lists are split into ``n_blocks`` blocks of points filled in
+    parallel: each block scans all rows in point order and makes only the
+    offers to its own lists, so every list receives the same offers in the
+    same order as in one serial scan, whatever ``n_blocks`` and the threads.
     """
     n, K = row_i.shape
-    new_i = np.full((n, C), -1, dtype=np.int64)
-    old_i = np.full((n, C), -1, dtype=np.int64)
-    new_h = np.full((n, C), np.iinfo(np.int64).max, dtype=np.int64)
-    old_h = np.full((n, C), np.iinfo(np.int64).max, dtype=np.int64)
-    for p in range(n):
-        for j in range(K):
-            q = row_i[p, j]
-            if q < 0:
-                break
-            h = np.int64(mix_seed(seed, rnd * n + p, q) >> np.uint64(1))
-            if row_f[p, j]:
-                _keep_smallest(new_h[p], new_i[p], h, q)
-                _keep_smallest(new_h[q], new_i[q], h, p)
-            else:
-                _keep_smallest(old_h[p], old_i[p], h, q)
-                _keep_smallest(old_h[q], old_i[q], h, p)
-    for p in range(n):
+    new_i = np.full((n, C), -1, dtype=row_i.dtype)
+    old_i = np.full((n, C), -1, dtype=row_i.dtype)
+    step = (n + n_blocks - 1) // n_blocks
+    for blk in nb.prange(n_blocks):
+        lo = blk * step
+        hi = min(n, lo + step)
+        for p in range(n):
+            mine = lo <= p < hi
+            for j in range(K):
+                q = row_i[p, j]
+                if q < 0:
+                    break
+                theirs = lo <= q < hi
+                if not (mine or theirs):
+                    continue
+                if row_f[p, j]:
+                    if mine:
+                        _offer_candidate(new_i[p], p, q, base)
+                    if theirs:
+                        _offer_candidate(new_i[q], q, p, base)
+                else:
+                    if mine:
+                        _offer_candidate(old_i[p], p, q, base)
+                    if theirs:
+                        _offer_candidate(old_i[q], q, p, base)
+    for p in nb.prange(n):
         for j in range(K):
             q = row_i[p, j]
             if q < 0:
@@ -302,9 +388,13 @@ def _refine_row(p, points, conf, new_i, old_i, row_d, row_i, row_f, seen, tag):
     Compares ``p`` with every ``v`` in ``new[u]`` for ``u`` in ``new[p]`` or
     ``old[p]``, and with every ``v`` in ``old[u]`` for ``u`` in ``new[p]``
     (each pair has at least one new link, as in the local join). Only the row
-    of ``p`` is written. Returns the number of insertions.
+    of ``p`` is written. The distance to ``v`` stops early once it is proved
+    ``>=`` the row's worst key (:func:`delta_row_below`): rounding to float32
+    is monotone, so its key could not be below that float32 key either (the
+    same insertions as the full sum). Returns the number of insertions.
     """
     C = new_i.shape[1]
+    K = row_d.shape[0]
     changed = 0
     seen[p] = tag
     for side in range(2):
@@ -320,55 +410,97 @@ def _refine_row(p, points, conf, new_i, old_i, row_d, row_i, row_f, seen, tag):
                     if seen[v] == tag:
                         continue
                     seen[v] = tag
-                    d = delta_row(points[p], conf[p], points[v], conf[v])
-                    if _row_insert(row_d, row_i, row_f, d, v):
+                    d = delta_row_below(points[p], conf[p], points[v], conf[v], np.float64(row_d[K - 1]))
+                    if d < np.inf and _row_insert(row_d, row_i, row_f, _row_key(d), v):
                         changed += 1
     return changed
 
 
 @nb.njit(cache=True, parallel=True)
-def _refine(points, conf, new_i, old_i, row_d, row_i, row_f):
+def _refine(points, conf, new_i, old_i, row_d, row_i, row_f, visit):
     """One NN-descent round over all points (parallel blocks, each point writes its own row).
 
     Reads only the candidate lists (frozen for the round), so the result does
-    not depend on the thread count. Returns the number of row insertions.
+    not depend on the thread count (nor on the visit order). Points are
+    visited in the order ``visit`` (a permutation: the leaf order of a
+    partition tree, so that consecutive points share most candidates and
+    their coordinates stay in the cache). Returns the number of row insertions.
     """
     n = points.shape[0]
     n_chunks = (n + _CHUNK - 1) // _CHUNK
     counts = np.zeros(n_chunks, dtype=np.int64)
     for ch in nb.prange(n_chunks):
-        seen = np.zeros(n, dtype=np.int64)
+        seen = np.zeros(n, dtype=row_i.dtype)
         c = 0
-        for p in range(ch * _CHUNK, min(n, (ch + 1) * _CHUNK)):
+        for i in range(ch * _CHUNK, min(n, (ch + 1) * _CHUNK)):
+            p = visit[i]
             c += _refine_row(p, points, conf, new_i, old_i, row_d[p], row_i[p], row_f[p], seen, p + 1)
         counts[ch] = c
     return counts.sum()
 
 
-def nn_descent(points, conf, K, *, n_trees, leaf_size, max_candidates, max_rounds, tol, seed, return_forest=False):
-    """Approximate ``K`` nearest neighbours of every point (ids int64 and ``delta``, ascending).
+@nb.njit(cache=True, parallel=True)
+def _row_deltas(points, conf, row_i):
+    """Float64 ``delta`` of every row entry (``inf`` at ``-1``), in parallel over the points."""
+    n, K = row_i.shape
+    out = np.full((n, K), np.inf)
+    for p in nb.prange(n):
+        for j in range(K):
+            v = row_i[p, j]
+            if v >= 0:
+                out[p, j] = delta_row(points[p], conf[p], points[v], conf[v])
+    return out
+
+
+def _forest(points, leaf_size, n_trees, seed, index_dtype):
+    """The ``n_trees`` partition trees seeding NN-descent (a function of ``seed``: rebuilt identically)."""
+    seeds = np.array([int(mix_seed(seed, 7, t)) for t in range(n_trees)], dtype=np.uint64)
+    return build_forest(points, leaf_size, seeds, index_dtype)
+
+
+def nn_descent(points, conf, K, *, n_trees, leaf_size, max_candidates, max_rounds, tol, seed, return_deltas=True,
+               index_dtype=None):
+    """Approximate ``K`` nearest neighbours of every point: ``(ids, deltas)``, ascending.
 
     Initial rows come from ``n_trees`` Apollonian partition trees (every pair
     sharing a leaf), then NN-descent rounds in pull form until fewer than
-    ``tol * n * K`` rows entries change (or ``max_rounds``). With
-    ``return_forest`` the leaves of the trees (``leaf_ranges, orders`` of
-    :func:`~hypann.graph.partition_tree.build_forest`) are returned too.
+    ``tol * n * K`` row entries change (or ``max_rounds``). Rows are ranked by
+    float32 keys of ``delta``; the returned ``deltas`` (float64, exact for the
+    returned ids) are recomputed, and ``None`` with ``return_deltas=False``.
+
+    ``index_dtype`` (default int32 below ``2^31`` points, see
+    :func:`~hypann.graph.partition_tree.forest_index_dtype`) is the type of
+    the ids and of every id array of the build; the result does not depend
+    on it.
     """
     n = points.shape[0]
-    seeds = np.array([int(mix_seed(seed, 7, t)) for t in range(n_trees)], dtype=np.uint64)
-    leaf_ranges, orders = build_forest(points, leaf_size, seeds)
-    row_i, row_d, row_f = _init_graph(points, conf, K, leaf_ranges, orders, 2 * leaf_size, np.uint64(seed))
+    dtype = forest_index_dtype(n) if index_dtype is None else index_dtype
+    # the arrays that live through the rounds first, the trees (freed after the initial rows) last:
+    # freed memory at the top of the heap goes back to the system
+    row_i = np.full((n, K), -1, dtype=dtype)
+    row_d = np.full((n, K), np.inf, dtype=np.float32)
+    row_f = np.zeros((n, K), dtype=np.bool_)
+    visit = np.empty(n, dtype=dtype)
+    leaf_ranges, orders = _forest(points, leaf_size, n_trees, seed, dtype)
+    _init_graph(points, conf, leaf_ranges, orders, 2 * leaf_size, np.uint64(seed), row_i, row_d, row_f)
+    visit[:] = orders[0]
+    del leaf_ranges, orders
     progress.advance(stage="initial graph")
     for rnd in range(max_rounds):
-        new_i, old_i = _candidates(row_d, row_i, row_f, max_candidates, np.uint64(seed), rnd)
-        changed = _refine(points, conf, new_i, old_i, row_d, row_i, row_f)
+        new_i, old_i = _candidates(row_i, row_f, max_candidates, _round_base(seed, rnd), nb.get_num_threads())
+        changed = _refine(points, conf, new_i, old_i, row_d, row_i, row_f, visit)
+        del new_i, old_i
         logger.debug("nn-descent round %d: %d changes", rnd, changed)
         progress.advance(stage=f"nn-descent round {rnd + 1}: {changed:,} changes")
         if changed <= tol * n * K:
             break
-    if return_forest:
-        return row_i, row_d, leaf_ranges, orders
-    return row_i, row_d
+    del row_d, row_f
+    if not return_deltas:
+        return row_i, None
+    deltas = _row_deltas(points, conf, row_i)
+    # float32 keys can tie where the float64 deltas differ: order each row by the exact value (stable)
+    order = np.argsort(deltas, axis=1, kind="stable")
+    return np.take_along_axis(row_i, order, axis=1), np.take_along_axis(deltas, order, axis=1)
 
 
 @nb.njit(cache=True)
@@ -420,9 +552,12 @@ def _bridge_row(p, points, conf, comp, leaf_ranges, orders, max_members, seed, o
 
 @nb.njit(cache=True, parallel=True)
 def _bridges(points, conf, comp, leaf_ranges, orders, n_bridges, max_members, seed):
-    """Up to ``n_bridges`` edges per point to the nearest points of other components sharing a leaf."""
+    """Up to ``n_bridges`` edges per point to the nearest points of other components sharing a leaf.
+
+    Returns ``(ids, deltas)`` of shape ``(n, n_bridges)``, ids of the type of ``orders``.
+    """
     n = points.shape[0]
-    out_i = np.full((n, n_bridges), -1, dtype=np.int64)
+    out_i = np.full((n, n_bridges), -1, dtype=orders.dtype)
     out_d = np.full((n, n_bridges), np.inf)
     for p in nb.prange(n):
         _bridge_row(p, points, conf, comp, leaf_ranges, orders, max_members, seed, out_d[p], out_i[p])
@@ -432,66 +567,163 @@ def _bridges(points, conf, comp, leaf_ranges, orders, n_bridges, max_members, se
 # --------------------------------------------------------------------------- search graph
 
 
-@nb.njit(cache=True)
-def _search_graph(row_i, row_d, bridge_i, max_degree, max_copies):
-    """Adjacency of the search graph: each k-NN row merged with its reverse edges.
+# Blocks of target points whose reverse lists are gathered at a time (each block scans all rows
+# once; the lists take about n K / _REVERSE_BLOCKS ids).
+_REVERSE_BLOCKS = 8
 
-    Point ``p`` links to its k-NN row and to the points whose rows hold ``p``
-    (reverse edges), nearest first, without repeats, at most ``max_degree``
-    in all; reverse edges of a point are limited to its ``max_degree`` nearest
-    (kept in a sorted list, so no buffer grows). At most ``max_copies``
-    neighbours at ``delta = 0`` (exact copies of ``p``) are kept, so a group of
-    copies larger than a row still links to the rest of the data. Serial: the
-    reverse lists are gathered in point order (deterministic).
+
+@nb.njit(cache=True)
+def _reverse_lists(row_i, lo, hi):
+    """Reverse edges into the points ``lo <= v < hi``, compressed.
+
+    ``src[start[v-lo]:start[v-lo+1]]`` are the ``p`` with ``v`` in row ``p``,
+    in increasing ``p`` (the order of a serial scan of the rows). ``src`` has
+    one entry per row entry pointing into the block (at most ``n K``), of the
+    type of ``row_i``.
     """
     n, K = row_i.shape
-    rev_i = np.full((n, max_degree), -1, dtype=np.int64)
-    rev_d = np.full((n, max_degree), np.inf)
+    m = hi - lo
+    start = np.zeros(m + 1, dtype=np.int64)
     for p in range(n):
         for j in range(K):
             v = row_i[p, j]
             if v < 0:
                 break
-            d = row_d[p, j]
-            if d < rev_d[v, max_degree - 1]:
-                insert_sorted(rev_d[v], rev_i[v], d, p)
-    nbrs = np.full((n, max_degree), -1, dtype=np.int32)
+            if lo <= v < hi:
+                start[v - lo + 1] += 1
+    for v in range(m):
+        start[v + 1] += start[v]
+    src = np.empty(start[m], dtype=row_i.dtype)
+    fill = start[:m].copy()
     for p in range(n):
-        a = 0
-        b = 0
-        c = 0
-        copies = 0
-        for t in range(bridge_i.shape[1]):
-            if bridge_i[p, t] >= 0 and c < max_degree:
-                nbrs[p, c] = bridge_i[p, t]
-                c += 1
-        while c < max_degree:
-            has_fwd = a < K and row_i[p, a] >= 0
-            has_rev = b < max_degree and rev_i[p, b] >= 0
-            if not (has_fwd or has_rev):
+        for j in range(K):
+            v = row_i[p, j]
+            if v < 0:
                 break
-            if has_fwd and (not has_rev or row_d[p, a] <= rev_d[p, b]):
-                v = row_i[p, a]
-                d = row_d[p, a]
-                a += 1
-            else:
-                v = rev_i[p, b]
-                d = rev_d[p, b]
-                b += 1
-            if d == 0.0:
-                if copies >= max_copies:
-                    continue
-            dup = False
-            for t in range(c):
-                if nbrs[p, t] == v:
-                    dup = True
-                    break
-            if dup:
-                continue
-            if d == 0.0:
-                copies += 1
-            nbrs[p, c] = v
+            if lo <= v < hi:
+                src[fill[v - lo]] = p
+                fill[v - lo] += 1
+    return start, src
+
+
+@nb.njit(cache=True)
+def _search_row(p, points, conf, row_i, rev_start, rev_stop, src, bridge_i, max_copies, fwd_d, fwd_i, rev_d, rev_i,
+                out):
+    """Out-list of ``p`` (see :func:`_search_graph`) into ``out`` (``-1`` padded), from float64 deltas.
+
+    ``src[rev_start:rev_stop]`` are the points whose rows hold ``p``.
+    """
+    K = row_i.shape[1]
+    D = out.shape[0]
+    for t in range(K):
+        fwd_d[t] = np.inf
+        fwd_i[t] = -1
+    for t in range(D):
+        rev_d[t] = np.inf
+        rev_i[t] = -1
+        out[t] = -1
+    # the k-NN row by its exact delta; stable (the row's order breaks ties)
+    nf = 0
+    for j in range(K):
+        v = row_i[p, j]
+        if v < 0:
+            break
+        d = delta_row(points[p], conf[p], points[v], conf[v])
+        pos = nf
+        while pos > 0 and fwd_d[pos - 1] > d:
+            fwd_d[pos] = fwd_d[pos - 1]
+            fwd_i[pos] = fwd_i[pos - 1]
+            pos -= 1
+        fwd_d[pos] = d
+        fwd_i[pos] = v
+        nf += 1
+    # the D nearest reverse neighbours (ties: smaller p first)
+    for s in range(rev_start, rev_stop):
+        u = src[s]
+        d = delta_row(points[u], conf[u], points[p], conf[p])
+        if d < rev_d[D - 1]:
+            insert_sorted(rev_d, rev_i, d, u)
+    a = 0
+    b = 0
+    c = 0
+    copies = 0
+    for t in range(bridge_i.shape[1]):
+        if bridge_i[p, t] >= 0 and c < D:
+            out[c] = bridge_i[p, t]
             c += 1
+    while c < D:
+        has_fwd = a < nf
+        has_rev = b < D and rev_i[b] >= 0
+        if not (has_fwd or has_rev):
+            break
+        if has_fwd and (not has_rev or fwd_d[a] <= rev_d[b]):
+            v = fwd_i[a]
+            d = fwd_d[a]
+            a += 1
+        else:
+            v = rev_i[b]
+            d = rev_d[b]
+            b += 1
+        if d == 0.0:
+            if copies >= max_copies:
+                continue
+        dup = False
+        for t in range(c):
+            if out[t] == v:
+                dup = True
+                break
+        if dup:
+            continue
+        if d == 0.0:
+            copies += 1
+        out[c] = v
+        c += 1
+
+
+@nb.njit(cache=True, parallel=True)
+def _search_rows(points, conf, row_i, lo, start, src, bridge_i, max_copies, nbrs):
+    """Rows ``lo .. lo + len(start) - 2`` of the search graph into ``nbrs`` (parallel blocks, own rows only)."""
+    K = row_i.shape[1]
+    max_degree = nbrs.shape[1]
+    m = start.shape[0] - 1
+    n_chunks = (m + _CHUNK - 1) // _CHUNK
+    for ch in nb.prange(n_chunks):
+        fwd_d = np.empty(K)
+        fwd_i = np.empty(K, dtype=np.int64)
+        rev_d = np.empty(max_degree)
+        rev_i = np.empty(max_degree, dtype=np.int64)
+        for t in range(ch * _CHUNK, min(m, (ch + 1) * _CHUNK)):
+            _search_row(lo + t, points, conf, row_i, start[t], start[t + 1], src, bridge_i, max_copies, fwd_d, fwd_i,
+                        rev_d, rev_i, nbrs[lo + t])
+
+
+def _search_graph(points, conf, row_i, bridge_i, max_degree, max_copies):
+    """Adjacency of the search graph: each k-NN row merged with its reverse edges.
+
+    Point ``p`` links to its k-NN row and to the points whose rows hold ``p``
+    (reverse edges, :func:`_reverse_lists`), nearest first by the float64
+    ``delta`` (recomputed from the points: the rows' keys are float32),
+    without repeats, at most ``max_degree`` in all; reverse edges of a point
+    are limited to its ``max_degree`` nearest (ties: the smaller id first).
+    At most ``max_copies`` neighbours at ``delta = 0`` (exact copies of ``p``)
+    are kept, so a group of copies larger than a row still links to the rest
+    of the data. Bridges come first. The reverse lists are gathered for
+    :data:`_REVERSE_BLOCKS` blocks of points in turn (about ``n K / 8`` ids
+    at a time); within a block, parallel chunks each write their own rows,
+    so the result does not depend on the thread count.
+
+    Returns
+    -------
+    ndarray of shape (n, max_degree), int32, ``-1`` padded
+    """
+    n = row_i.shape[0]
+    nbrs = np.empty((n, max_degree), dtype=np.int32)
+    step = max(_CHUNK, -(-n // _REVERSE_BLOCKS))
+    for lo in range(0, n, step):
+        hi = min(n, lo + step)
+        start, src = _reverse_lists(row_i, lo, hi)
+        _search_rows(points, conf, row_i, lo, start, src, bridge_i, max_copies, nbrs)
+        del start, src
     return nbrs
 
 
@@ -673,21 +905,28 @@ def _calibrate_ef(index, sample, truth, target):
     """Smallest ``ef`` of :data:`EF_LADDER` (then doubling up to ``n``) whose leave-one-out recall reaches ``target``.
 
     Returns ``(ef, recall)``; the largest ``ef`` tried when none reaches it.
+    A sample point whose ``k`` neighbours were all found at a smaller ``ef``
+    is not searched again (counted as found: a longer list starts from the
+    same entry points and only explores more), so each step searches only
+    the points still missing a neighbour.
     """
     n = index.n_points_
     k = truth.shape[1]
-    queries = index.points_[sample]
-    q_conf = index.conformal_[sample]
     ladder = [e for e in EF_LADDER if e < n]
     e = EF_LADDER[-1]
     while e < n:
         e *= 2
         ladder.append(min(e, n))
     ladder = [max(e, k) for e in ladder] or [max(n, k)]
+    per_point = np.zeros(len(sample))
     rec = 0.0
     for ef in ladder:
-        ids, deltas, _ = index._run(queries, q_conf, k, ef, None, sample)
-        rec = recall(deltas, truth, k, epsilon=RECALL_RTOL)  # by delta: monotone in the distance
+        todo = np.flatnonzero(per_point < 1.0)
+        rows = sample[todo]
+        _, deltas, _ = index._run(index.points_[rows], index.conformal_[rows], k, ef, None, rows)
+        # by delta: monotone in the distance
+        per_point[todo] = recall_per_query(deltas, truth[todo], k, epsilon=RECALL_RTOL)
+        rec = float(np.mean(per_point))
         if rec >= target:
             return ef, rec
     return ladder[-1], rec
@@ -785,17 +1024,24 @@ class HyperbolicGraphIndex:
         n = points.shape[0]
         seed = int(self.random_state) & 0xFFFFFFFFFFFFFFFF
         K = min(K, max(n - 1, 1))
-        row_i, row_d, leaf_ranges, orders = nn_descent(
-            points, conformal, K, n_trees=self.n_trees, leaf_size=self.leaf_size, max_candidates=K,
-            max_rounds=self.max_rounds, tol=NN_DESCENT_TOL, seed=seed, return_forest=True)
+        dtype = forest_index_dtype(n)
+        row_i, _ = nn_descent(points, conformal, K, n_trees=self.n_trees, leaf_size=self.leaf_size,
+                              max_candidates=min(K, MAX_CANDIDATES),
+                              max_rounds=self.max_rounds, tol=NN_DESCENT_TOL, seed=seed, return_deltas=False,
+                              index_dtype=dtype)
         comp = components(row_i)
         n_comp = int(np.count_nonzero(comp == np.arange(n)))
         if n_comp > 1:
+            # the trees that seeded NN-descent, rebuilt from their seeds (freed during the rounds)
+            leaf_ranges, orders = _forest(points, self.leaf_size, self.n_trees, seed, dtype)
             bridge_i, _ = _bridges(points, conformal, comp, leaf_ranges, orders, min(N_BRIDGES, D),
                                    2 * self.leaf_size, np.uint64(seed))
+            del leaf_ranges, orders
         else:
-            bridge_i = np.full((n, 0), -1, dtype=np.int64)
-        self.neighbors_ = _search_graph(row_i, row_d, bridge_i, D, max(1, D // 2))
+            bridge_i = np.full((n, 0), -1, dtype=dtype)
+        del comp
+        self.neighbors_ = _search_graph(points, conformal, row_i, bridge_i, D, max(1, D // 2))
+        del row_i, bridge_i
         self.n_components_ = n_comp
         tree = build_tree(points, self.leaf_size, np.uint64(mix_seed(np.uint64(seed), 11, 0)))
         self.tree_pivots_, self.tree_thresholds_, self.tree_children_, self.tree_ranges_, self.tree_order_ = tree

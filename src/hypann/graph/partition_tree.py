@@ -67,6 +67,13 @@ def mix_seed(seed, a, b):
     return z
 
 
+@nb.njit(cache=True, inline="always")
+def node_capacity(n, leaf_size):
+    """Upper bound on the nodes of a tree of ``n`` points with leaves of ``leaf_size`` (see :func:`build_tree`)."""
+    smallest_leaf = max(1, (leaf_size + 1) // 2)
+    return 2 * max(1, n // smallest_leaf)
+
+
 @nb.njit(cache=True)
 def build_tree(points, leaf_size, seed):
     """One Apollonian partition tree (see module docstring).
@@ -84,9 +91,13 @@ def build_tree(points, leaf_size, seed):
         Point ids grouped by leaf.
     """
     n = points.shape[0]
-    # A binary tree whose leaves are non-empty and disjoint has at most n
-    # leaves, hence at most 2n - 1 nodes: the arrays never overflow.
-    cap = 2 * n
+    # Every leaf but a root leaf comes from splitting a node of more than
+    # leaf_size points into halves, so it holds at least
+    # m = max(1, (leaf_size + 1) // 2) points (a node of identical points that
+    # becomes a leaf holds more). The leaves are disjoint, so there are at most
+    # max(1, n // m) of them and at most 2 max(1, n // m) - 1 nodes: the
+    # arrays never overflow (node_capacity).
+    cap = node_capacity(n, leaf_size)
     pivots = np.full((cap, 2), -1, dtype=np.int64)
     thresholds = np.zeros(cap)
     children = np.full((cap, 2), -1, dtype=np.int64)
@@ -153,30 +164,53 @@ def build_tree(points, leaf_size, seed):
     return pivots[:m].copy(), thresholds[:m].copy(), children[:m].copy(), ranges[:m].copy(), order
 
 
-@nb.njit(cache=True, parallel=True)
-def build_forest(points, leaf_size, seeds):
+def forest_index_dtype(n):
+    """Integer type of the forest's arrays: int32 when every position ``0..n`` fits (``n < 2^31``), else int64."""
+    return np.int32 if n < np.iinfo(np.int32).max else np.int64
+
+
+def build_forest(points, leaf_size, seeds, index_dtype=None):
     """``len(seeds)`` trees built in parallel; returns the leaf of each point in each tree.
+
+    Parameters
+    ----------
+    points : ndarray of shape (n, d)
+    leaf_size : int
+    seeds : ndarray of uint64
+        One seed per tree.
+    index_dtype : numpy integer type, optional
+        Type of the returned arrays; default :func:`forest_index_dtype` (int32
+        below ``2^31`` points: every position and id is at most ``n``).
 
     Returns
     -------
-    leaf_ranges : ndarray of shape (n_trees, n, 2), int64
+    leaf_ranges : ndarray of shape (n_trees, n, 2)
         ``(start, end)`` of each point's leaf in ``orders[tree]``.
-    orders : ndarray of shape (n_trees, n), int64
+    orders : ndarray of shape (n_trees, n)
         Each tree's ``order`` (point ids grouped by leaf).
     """
     n = points.shape[0]
-    n_trees = seeds.shape[0]
-    leaf_ranges = np.empty((n_trees, n, 2), dtype=np.int64)
-    orders = np.empty((n_trees, n), dtype=np.int64)
-    for t in nb.prange(n_trees):
+    dtype = forest_index_dtype(n) if index_dtype is None else index_dtype
+    if n > np.iinfo(dtype).max:
+        raise ValueError(f"index_dtype must hold ids up to n={n}, got index_dtype={np.dtype(dtype).name}")
+    leaf_ranges = np.empty((seeds.shape[0], n, 2), dtype=dtype)
+    orders = np.empty((seeds.shape[0], n), dtype=dtype)
+    _fill_forest(points, leaf_size, seeds, leaf_ranges, orders)
+    return leaf_ranges, orders
+
+
+@nb.njit(cache=True, parallel=True)
+def _fill_forest(points, leaf_size, seeds, leaf_ranges, orders):
+    """Build tree ``t`` from ``seeds[t]`` into ``orders[t]`` and ``leaf_ranges[t]`` (trees in parallel)."""
+    for t in nb.prange(seeds.shape[0]):
         _pivots, _thr, children, ranges, order = build_tree(points, leaf_size, seeds[t])
-        orders[t] = order
+        for s in range(order.shape[0]):
+            orders[t, s] = order[s]
         for v in range(children.shape[0]):
             if children[v, 0] < 0:
                 for s in range(ranges[v, 0], ranges[v, 1]):
                     leaf_ranges[t, order[s], 0] = ranges[v, 0]
                     leaf_ranges[t, order[s], 1] = ranges[v, 1]
-    return leaf_ranges, orders
 
 
 @nb.njit(cache=True, inline="always")
