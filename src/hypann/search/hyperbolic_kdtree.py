@@ -490,6 +490,69 @@ def _heap_pop(hb, hn, size):
 _HEAP_START = 64
 
 
+@nb.njit(cache=True, inline="always")
+def _pruned_bound(q, cq, lo_row, hi_row, mc, worst):
+    """:func:`_node_delta_bound` of a node, or ``inf`` as soon as a prefix of its sum proves it ``>= worst``.
+
+    The box distance is summed in the order of :func:`_box_sq_mindist` (the
+    terms are the same: ``max(lo - v, 0) + max(v - hi, 0)`` is ``lo - v``,
+    ``v - hi`` or ``0`` exactly, as the branches there). A prefix ``p`` of the
+    sum is ``<=`` the whole, so ``p / (c_q c_B) >= worst`` already proves the
+    node's bound ``>= worst``; that exact test only runs once ``p`` passes the
+    cheap screen ``p > worst c_q c_B`` (one product per node, no division per
+    coordinate), so the screen's rounding cannot prune a node wrongly.
+    """
+    den = cq * mc
+    screen = worst * den
+    s = 0.0
+    for j in range(q.shape[0]):
+        v = q[j]
+        t = max(lo_row[j] - v, 0.0) + max(v - hi_row[j], 0.0)
+        s += t * t
+        if s > screen and s / den >= worst:
+            return np.inf
+    return s / den
+
+
+@nb.njit(cache=True, inline="always")
+def _scan_leaf(pts, conf, perm, first, stop, q, cq, hd, hid, seeded, alive, cnt, limit):
+    """Offer the points of tree positions ``[first, stop)`` to the top-k ``hd``/``hid``; returns
+    ``(samples so far, budget exhausted)``.
+
+    A point's ``delta`` is :func:`delta_row`'s, summed in its order; the sum is
+    abandoned once a prefix ``p`` gives ``p / (c_q c_x) >= hd[-1]`` (the full
+    ``delta`` is then ``>= hd[-1]`` too: the point could not enter the list).
+    The cheap screen ``p > hd[-1] c_q c_x`` decides when to try that exact test.
+    """
+    k = hd.shape[0]
+    d = q.shape[0]
+    check_alive = alive.shape[0] > 0
+    for t in range(first, stop):
+        if check_alive and not alive[t]:
+            continue
+        if cnt >= limit:
+            return cnt, True
+        cnt += 1
+        x = pts[t]
+        den = cq * conf[t]
+        worst = hd[k - 1]
+        screen = worst * den
+        s = 0.0
+        dropped = False
+        for j in range(d):
+            u = np.float64(q[j]) - np.float64(x[j])
+            s += u * u
+            if s > screen and s / den >= worst:
+                dropped = True
+                break
+        if dropped:
+            continue
+        h = s / den
+        if h < worst and not (seeded and _listed(hid, perm[t])):
+            insert_sorted(hd, hid, h, perm[t])
+    return cnt, False
+
+
 @nb.njit(cache=True)
 def _search_exact_one(pts, conf, perm, lo, hi, left, right, start, end, max_conf, q, cq, limit, hd, hid, seeded,
                       alive):
@@ -500,6 +563,17 @@ def _search_exact_one(pts, conf, perm, lo, hi, left, right, start, end, max_conf
     start, and a point already listed is not inserted twice. ``alive`` (one
     flag per tree position, or empty for "all") skips removed points; the
     node bounds stay valid lower bounds for the points left.
+
+    Order: from the node taken off the heap the walk descends to a leaf,
+    always into the child of smaller bound, and puts the other child on the
+    heap (when its bound is below the current k-th ``delta``); after a leaf
+    the open node of smallest bound is taken next, and the walk ends when that
+    bound reaches the k-th ``delta``. So the query's own leaf comes first (a
+    tight k-th ``delta`` early) and half of the heap traffic of a pure
+    best-first walk is saved. Every node left out has a bound ``>=`` the k-th
+    ``delta`` at that moment, which only decreases: the answer is exact.
+    Bounds and distances are abandoned early (:func:`_pruned_bound`,
+    :func:`_scan_leaf`) with the same floating-point values as the full sums.
 
     A separate (serial) function: the heap is allocated and grown here, private
     to the calling thread. The heap grows before every push that would
@@ -512,38 +586,41 @@ def _search_exact_one(pts, conf, perm, lo, hi, left, right, start, end, max_conf
     k = hd.shape[0]
     hb = np.empty(_HEAP_START)
     hn = np.empty(_HEAP_START, dtype=np.int64)
-    size = _heap_push(hb, hn, 0, _node_delta_bound(q, cq, lo, hi, max_conf, 0), 0)
+    size = 0
     cnt = 0
-    stop = limit <= 0
-    while size > 0 and not stop:
-        bound = hb[0]
+    if limit <= 0 or _node_delta_bound(q, cq, lo, hi, max_conf, 0) >= hd[k - 1]:
+        return cnt
+    node = 0
+    while True:
+        # descend from ``node`` (bound below the k-th delta when it was reached) to a leaf
+        while True:
+            a = left[node]
+            if a < 0:
+                cnt, stop = _scan_leaf(pts, conf, perm, start[node], end[node], q, cq, hd, hid, seeded, alive,
+                                       cnt, limit)
+                if stop:
+                    return cnt
+                break
+            b = right[node]
+            worst = hd[k - 1]
+            ba = _pruned_bound(q, cq, lo[a], hi[a], max_conf[a], worst)
+            bb = _pruned_bound(q, cq, lo[b], hi[b], max_conf[b], worst)
+            if bb < ba:
+                a, b = b, a
+                ba, bb = bb, ba
+            if bb < worst:
+                if size + 1 > hb.shape[0]:
+                    hb, hn = _grow_pair(hb, hn, size)
+                size = _heap_push(hb, hn, size, bb, b)
+            if ba < worst:
+                node = a
+            else:
+                break
+        # the open node of smallest bound, unless it cannot beat the k-th delta (then none can)
+        if size == 0 or hb[0] >= hd[k - 1]:
+            return cnt
         node = hn[0]
-        if bound >= hd[k - 1]:
-            break  # every open node has a bound at least this large
         size = _heap_pop(hb, hn, size)
-        a = left[node]
-        if a < 0:
-            for t in range(start[node], end[node]):
-                if alive.shape[0] and not alive[t]:
-                    continue
-                if cnt >= limit:
-                    stop = True
-                    break
-                cnt += 1
-                h = delta_row(q, cq, pts[t], conf[t])
-                if h < hd[k - 1] and not (seeded and _listed(hid, perm[t])):
-                    insert_sorted(hd, hid, h, perm[t])
-            continue
-        b = right[node]
-        ba = _node_delta_bound(q, cq, lo, hi, max_conf, a)
-        bb = _node_delta_bound(q, cq, lo, hi, max_conf, b)
-        if size + 2 > hb.shape[0]:
-            hb, hn = _grow_pair(hb, hn, size)
-        if ba < hd[k - 1]:
-            size = _heap_push(hb, hn, size, ba, a)
-        if bb < hd[k - 1]:
-            size = _heap_push(hb, hn, size, bb, b)
-    return cnt
 
 
 @nb.njit(cache=True, inline="always")
