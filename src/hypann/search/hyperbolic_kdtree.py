@@ -490,28 +490,84 @@ def _heap_pop(hb, hn, size):
 _HEAP_START = 64
 
 
-@nb.njit(cache=True, inline="always")
-def _pruned_bound(q, cq, lo_row, hi_row, mc, worst):
-    """:func:`_node_delta_bound` of a node, or ``inf`` as soon as a prefix of its sum proves it ``>= worst``.
+# Per-chunk width of the interleaved sums: the early-abandon test runs once per this many coordinates.
+_CHUNK = 8
 
-    The box distance is summed in the order of :func:`_box_sq_mindist` (the
-    terms are the same: ``max(lo - v, 0) + max(v - hi, 0)`` is ``lo - v``,
-    ``v - hi`` or ``0`` exactly, as the branches there). A prefix ``p`` of the
-    sum is ``<=`` the whole, so ``p / (c_q c_B) >= worst`` already proves the
-    node's bound ``>= worst``; that exact test only runs once ``p`` passes the
-    cheap screen ``p > worst c_q c_B`` (one product per node, no division per
-    coordinate), so the screen's rounding cannot prune a node wrongly.
+
+@nb.njit(cache=True, inline="always")
+def _sq_dist_from(q, x, s, first):
+    """``s`` plus the terms ``first, first + 1, ...`` of :func:`sq_dist_row`, in its order."""
+    for j in range(first, q.shape[0]):
+        u = np.float64(q[j]) - np.float64(x[j])
+        s += u * u
+    return s
+
+
+@nb.njit(cache=True, inline="always")
+def _box_sq_from(q, lo_row, hi_row, s, first):
+    """``s`` plus the terms ``first, first + 1, ...`` of :func:`_box_sq_mindist`, in its order.
+
+    ``max(lo - v, 0) + max(v - hi, 0)`` is ``lo - v``, ``v - hi`` or ``0``
+    exactly (``lo <= hi``), the term of the branches there.
     """
-    den = cq * mc
-    screen = worst * den
-    s = 0.0
-    for j in range(q.shape[0]):
+    for j in range(first, q.shape[0]):
         v = q[j]
         t = max(lo_row[j] - v, 0.0) + max(v - hi_row[j], 0.0)
         s += t * t
-        if s > screen and s / den >= worst:
-            return np.inf
-    return s / den
+    return s
+
+
+@nb.njit(cache=True, inline="always")
+def _child_bounds(q, cq, lo, hi, max_conf, a, b, worst):
+    """Bounds (:func:`_node_delta_bound`) of the children ``a`` and ``b``; ``inf`` for a child whose
+    bound is proved ``>= worst`` from a prefix of its sum.
+
+    The two sums run interleaved (two independent chains of additions, each in
+    the order of :func:`_box_sq_mindist`). After every :data:`_CHUNK`
+    coordinates, when both prefixes pass the cheap screen ``p > worst c_q c_B``,
+    each is tested exactly: a prefix ``p`` is ``<=`` the full sum, so
+    ``p / (c_q c_B) >= worst`` proves the bound ``>= worst``; a child that
+    fails the exact test (rounding of the screen) has its sum finished.
+    """
+    d = q.shape[0]
+    la = lo[a]
+    ha = hi[a]
+    lb = lo[b]
+    hb = hi[b]
+    den_a = cq * max_conf[a]
+    den_b = cq * max_conf[b]
+    scr_a = worst * den_a
+    scr_b = worst * den_b
+    sa = 0.0
+    sb = 0.0
+    j = 0
+    while j < d:
+        stop = min(j + _CHUNK, d)
+        for jj in range(j, stop):
+            v = q[jj]
+            ta = max(la[jj] - v, 0.0) + max(v - ha[jj], 0.0)
+            tb = max(lb[jj] - v, 0.0) + max(v - hb[jj], 0.0)
+            sa += ta * ta
+            sb += tb * tb
+        j = stop
+        if j < d and sa > scr_a and sb > scr_b:
+            break
+    if j == d:
+        return sa / den_a, sb / den_b
+    ba = np.inf
+    if sa / den_a < worst:
+        ba = _box_sq_from(q, la, ha, sa, j) / den_a
+    bb = np.inf
+    if sb / den_b < worst:
+        bb = _box_sq_from(q, lb, hb, sb, j) / den_b
+    return ba, bb
+
+
+@nb.njit(cache=True, inline="always")
+def _offer(hd, hid, h, ident, seeded):
+    """Insert ``(h, ident)`` into the top-k when it beats the k-th (and, seeded, is not listed yet)."""
+    if h < hd[hd.shape[0] - 1] and not (seeded and _listed(hid, ident)):
+        insert_sorted(hd, hid, h, ident)
 
 
 @nb.njit(cache=True, inline="always")
@@ -519,37 +575,71 @@ def _scan_leaf(pts, conf, perm, first, stop, q, cq, hd, hid, seeded, alive, cnt,
     """Offer the points of tree positions ``[first, stop)`` to the top-k ``hd``/``hid``; returns
     ``(samples so far, budget exhausted)``.
 
-    A point's ``delta`` is :func:`delta_row`'s, summed in its order; the sum is
-    abandoned once a prefix ``p`` gives ``p / (c_q c_x) >= hd[-1]`` (the full
-    ``delta`` is then ``>= hd[-1]`` too: the point could not enter the list).
-    The cheap screen ``p > hd[-1] c_q c_x`` decides when to try that exact test.
+    The result is that of offering each point's :func:`delta_row` in turn.
+    Points go four at a time (four independent chains of additions, each in
+    the order of :func:`sq_dist_row`); after every :data:`_CHUNK` coordinates,
+    when all four prefixes pass the cheap screen ``p > hd[-1] c_q c_x``, the
+    rest is skipped for the points whose prefix proves ``p / (c_q c_x) >=
+    hd[-1]`` (their ``delta`` could not enter the list, whose k-th value only
+    decreases) and finished for the others. The offers are made in tree order.
     """
     k = hd.shape[0]
     d = q.shape[0]
-    check_alive = alive.shape[0] > 0
-    for t in range(first, stop):
-        if check_alive and not alive[t]:
+    t = first
+    if alive.shape[0] == 0:
+        while t + 4 <= stop and cnt + 4 <= limit:
+            x0 = pts[t]
+            x1 = pts[t + 1]
+            x2 = pts[t + 2]
+            x3 = pts[t + 3]
+            n0 = cq * conf[t]
+            n1 = cq * conf[t + 1]
+            n2 = cq * conf[t + 2]
+            n3 = cq * conf[t + 3]
+            worst = hd[k - 1]
+            s0 = 0.0
+            s1 = 0.0
+            s2 = 0.0
+            s3 = 0.0
+            j = 0
+            while j < d:
+                e = min(j + _CHUNK, d)
+                for jj in range(j, e):
+                    v = np.float64(q[jj])
+                    u0 = v - np.float64(x0[jj])
+                    u1 = v - np.float64(x1[jj])
+                    u2 = v - np.float64(x2[jj])
+                    u3 = v - np.float64(x3[jj])
+                    s0 += u0 * u0
+                    s1 += u1 * u1
+                    s2 += u2 * u2
+                    s3 += u3 * u3
+                j = e
+                if j < d and s0 > worst * n0 and s1 > worst * n1 and s2 > worst * n2 and s3 > worst * n3:
+                    break
+            cnt += 4
+            if j == d:
+                _offer(hd, hid, s0 / n0, perm[t], seeded)
+                _offer(hd, hid, s1 / n1, perm[t + 1], seeded)
+                _offer(hd, hid, s2 / n2, perm[t + 2], seeded)
+                _offer(hd, hid, s3 / n3, perm[t + 3], seeded)
+            else:
+                if s0 / n0 < worst:
+                    _offer(hd, hid, _sq_dist_from(q, x0, s0, j) / n0, perm[t], seeded)
+                if s1 / n1 < worst:
+                    _offer(hd, hid, _sq_dist_from(q, x1, s1, j) / n1, perm[t + 1], seeded)
+                if s2 / n2 < worst:
+                    _offer(hd, hid, _sq_dist_from(q, x2, s2, j) / n2, perm[t + 2], seeded)
+                if s3 / n3 < worst:
+                    _offer(hd, hid, _sq_dist_from(q, x3, s3, j) / n3, perm[t + 3], seeded)
+            t += 4
+    for u in range(t, stop):
+        if alive.shape[0] and not alive[u]:
             continue
         if cnt >= limit:
             return cnt, True
         cnt += 1
-        x = pts[t]
-        den = cq * conf[t]
-        worst = hd[k - 1]
-        screen = worst * den
-        s = 0.0
-        dropped = False
-        for j in range(d):
-            u = np.float64(q[j]) - np.float64(x[j])
-            s += u * u
-            if s > screen and s / den >= worst:
-                dropped = True
-                break
-        if dropped:
-            continue
-        h = s / den
-        if h < worst and not (seeded and _listed(hid, perm[t])):
-            insert_sorted(hd, hid, h, perm[t])
+        _offer(hd, hid, delta_row(q, cq, pts[u], conf[u]), perm[u], seeded)
     return cnt, False
 
 
@@ -603,8 +693,7 @@ def _search_exact_one(pts, conf, perm, lo, hi, left, right, start, end, max_conf
                 break
             b = right[node]
             worst = hd[k - 1]
-            ba = _pruned_bound(q, cq, lo[a], hi[a], max_conf[a], worst)
-            bb = _pruned_bound(q, cq, lo[b], hi[b], max_conf[b], worst)
+            ba, bb = _child_bounds(q, cq, lo, hi, max_conf, a, b, worst)
             if bb < ba:
                 a, b = b, a
                 ba, bb = bb, ba
