@@ -54,6 +54,15 @@ order, as ``delta`` itself and rounding is monotone, so it never exceeds the
 computed ``delta`` of a point in the node: pruning when it is ``>=`` the
 current k-th best is exact in floating point, not only in exact arithmetic.
 
+The query walk abandons sums early with the same argument: the terms are
+non-negative and added in a fixed order, so a computed prefix ``p`` of a
+sum never exceeds the computed full sum, and ``p / den >= D`` (the same
+division as the full value's) proves that the full bound or ``delta`` is
+``>= D`` too. A cheaper screen ``p > D * den`` only decides when to try that
+test; its rounding never decides a pruning. The leaf scan runs four points and
+the child bounds two nodes at a time -- independent sums, each still in its
+own fixed order -- so the values are those of a one-at-a-time walk.
+
 Float32 storage
 ---------------
 The points may be float32 (``HyperbolicIndex(storage="float32")``): the
@@ -724,13 +733,15 @@ def _listed(ids, ident):
 @nb.njit(cache=True, parallel=True)
 def _search_exact(pts, conf, perm, lo, hi, left, right, start, end, max_conf, queries, q_conf, budget, out_i, out_d,
                   seeded, alive):
-    """Exact ``delta`` k-NN with the hyperbolic box bound, best-first (see module docstring).
+    """Exact ``delta`` k-NN with the hyperbolic box bound (see module docstring).
 
-    Open nodes sit in a min-heap keyed by their lower bound (the priority
-    search of Arya & Mount), so leaves are examined in increasing order of
-    their bound and the search ends when the smallest open bound reaches the
-    k-th best ``delta``. Under a sample budget the most promising leaves are
-    examined first. Returns ``(ids, deltas, samples)``, ``-1``/``inf`` pad.
+    Each query descends to a leaf through the child of smaller bound and keeps
+    the other children in a min-heap keyed by their lower bound (the priority
+    search of Arya & Mount); after a leaf the open node of smallest bound is
+    descended from next, and the search ends when that bound reaches the k-th
+    best ``delta`` (:func:`_search_exact_one`). Under a sample budget the
+    query's own leaf and then the most promising open nodes are examined
+    first. Returns ``(ids, deltas, samples)``, ``-1``/``inf`` pad.
     """
     m = queries.shape[0]
     samples = np.zeros(m, dtype=np.int64)
