@@ -671,7 +671,7 @@ def _search_exact_one(pts, conf, perm, lo, hi, left, right, start, end, max_conf
     tight k-th ``delta`` early) and half of the heap traffic of a pure
     best-first walk is saved. Every node left out has a bound ``>=`` the k-th
     ``delta`` at that moment, which only decreases: the answer is exact.
-    Bounds and distances are abandoned early (:func:`_pruned_bound`,
+    Bounds and distances are abandoned early (:func:`_child_bounds`,
     :func:`_scan_leaf`) with the same floating-point values as the full sums.
 
     A separate (serial) function: the heap is allocated and grown here, private
