@@ -72,6 +72,39 @@ def test_search_exact_matches_brute_force(seed, n, d, k, leaf, dup):
     assert np.all(samples <= n) and np.all(samples >= min(k, n))
 
 
+@pytest.mark.parametrize("storage", [np.float64, np.float32])
+@pytest.mark.parametrize("d", [1, 8, 9, 33])
+@given(
+    seed=st.integers(0, 2**31),
+    n=st.integers(1, 400),
+    k=st.integers(1, 12),
+    leaf=st.sampled_from([1, 3, 5, 16]),
+    removed_share=st.sampled_from([0.0, 0.0, 0.3]),
+)
+def test_search_exact_early_abandoning_is_exact_across_chunks(seed, n, d, k, leaf, storage, removed_share):
+    # The leaf scan runs four points at a time and the child bounds two at a time, testing the
+    # partial sums every 8 coordinates: dimensions below, at and across that width, leaves
+    # not a multiple of four, float32 rows, removed points and seeds must all give brute force.
+    # float32 rows stay inside the ball only down to 1-|x|^2 of about 1e-7: keep them above
+    X, cx = _data(seed, n, d, n_dup=n // 6, min_conformal=1e-12 if storage is np.float64 else 1e-5)
+    Xs = X.astype(storage)
+    cx = conformal_factor(Xs.astype(np.float64))
+    Q, cq = _queries(seed, Xs.astype(np.float64), 10)
+    rng = np.random.default_rng(seed)
+    removed = rng.random(n) < removed_share
+    tree = HyperbolicKDTree(leaf_size=leaf).build(Xs, cx)
+    keep = np.flatnonzero(~removed)
+    ref_ids, ref_d = brute_knn_delta(Q, cq, np.ascontiguousarray(Xs[keep], dtype=np.float64), cx[keep], k)
+    seeds = np.full((len(Q), 3), -1)  # seeds are the caller's: none of them removed
+    if len(keep):
+        seeds[:, 1:] = keep[rng.integers(0, len(keep), (len(Q), 2))]
+    for options in ({}, {"seed_ids": seeds}):
+        ids, deltas, samples = tree.search_exact(Q, cq, k, removed=removed if removed.any() else None, **options)
+        np.testing.assert_array_equal(deltas, ref_d)
+        np.testing.assert_array_equal(np.isin(ids[ids >= 0], keep), True)
+        np.testing.assert_array_equal(delta_to_candidates(Q, cq, Xs.astype(np.float64), cx, ids), deltas)
+
+
 def test_search_exact_many_nodes_grows_the_heap():
     # leaf_size=1 on 5,000 points: ~10,000 nodes, far more than the heap's initial 64 slots.
     X, cx = _data(5, 5000, 3)

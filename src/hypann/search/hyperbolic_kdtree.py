@@ -54,6 +54,15 @@ order, as ``delta`` itself and rounding is monotone, so it never exceeds the
 computed ``delta`` of a point in the node: pruning when it is ``>=`` the
 current k-th best is exact in floating point, not only in exact arithmetic.
 
+The query walk abandons sums early with the same argument: the terms are
+non-negative and added in a fixed order, so a computed prefix ``p`` of a
+sum never exceeds the computed full sum, and ``p / den >= D`` (the same
+division as the full value's) proves that the full bound or ``delta`` is
+``>= D`` too. A cheaper screen ``p > D * den`` only decides when to try that
+test; its rounding never decides a pruning. The leaf scan runs four points and
+the child bounds two nodes at a time -- independent sums, each still in its
+own fixed order -- so the values are those of a one-at-a-time walk.
+
 Float32 storage
 ---------------
 The points may be float32 (``HyperbolicIndex(storage="float32")``): the
@@ -491,6 +500,159 @@ def _heap_pop(hb, hn, size):
 _HEAP_START = 64
 
 
+# Per-chunk width of the interleaved sums: the early-abandon test runs once per this many coordinates.
+_CHUNK = 8
+
+
+@nb.njit(cache=True, inline="always")
+def _sq_dist_from(q, x, s, first):
+    """``s`` plus the terms ``first, first + 1, ...`` of :func:`sq_dist_row`, in its order."""
+    for j in range(first, q.shape[0]):
+        u = np.float64(q[j]) - np.float64(x[j])
+        s += u * u
+    return s
+
+
+@nb.njit(cache=True, inline="always")
+def _box_sq_from(q, lo_row, hi_row, s, first):
+    """``s`` plus the terms ``first, first + 1, ...`` of :func:`_box_sq_mindist`, in its order.
+
+    ``max(lo - v, 0) + max(v - hi, 0)`` is ``lo - v``, ``v - hi`` or ``0``
+    exactly (``lo <= hi``), the term of the branches there.
+    """
+    for j in range(first, q.shape[0]):
+        v = q[j]
+        t = max(lo_row[j] - v, 0.0) + max(v - hi_row[j], 0.0)
+        s += t * t
+    return s
+
+
+@nb.njit(cache=True, inline="always")
+def _child_bounds(q, cq, lo, hi, max_conf, a, b, worst):
+    """Bounds (:func:`_node_delta_bound`) of the children ``a`` and ``b``; ``inf`` for a child whose
+    bound is proved ``>= worst`` from a prefix of its sum.
+
+    The two sums run interleaved (two independent chains of additions, each in
+    the order of :func:`_box_sq_mindist`). After every :data:`_CHUNK`
+    coordinates, when both prefixes pass the cheap screen ``p > worst c_q c_B``,
+    each is tested exactly: a prefix ``p`` is ``<=`` the full sum, so
+    ``p / (c_q c_B) >= worst`` proves the bound ``>= worst``; a child that
+    fails the exact test (rounding of the screen) has its sum finished.
+    """
+    d = q.shape[0]
+    la = lo[a]
+    ha = hi[a]
+    lb = lo[b]
+    hb = hi[b]
+    den_a = cq * max_conf[a]
+    den_b = cq * max_conf[b]
+    scr_a = worst * den_a
+    scr_b = worst * den_b
+    sa = 0.0
+    sb = 0.0
+    j = 0
+    while j < d:
+        stop = min(j + _CHUNK, d)
+        for jj in range(j, stop):
+            v = q[jj]
+            ta = max(la[jj] - v, 0.0) + max(v - ha[jj], 0.0)
+            tb = max(lb[jj] - v, 0.0) + max(v - hb[jj], 0.0)
+            sa += ta * ta
+            sb += tb * tb
+        j = stop
+        if j < d and sa > scr_a and sb > scr_b:
+            break
+    if j == d:
+        return sa / den_a, sb / den_b
+    ba = np.inf
+    if sa / den_a < worst:
+        ba = _box_sq_from(q, la, ha, sa, j) / den_a
+    bb = np.inf
+    if sb / den_b < worst:
+        bb = _box_sq_from(q, lb, hb, sb, j) / den_b
+    return ba, bb
+
+
+@nb.njit(cache=True, inline="always")
+def _offer(hd, hid, h, ident, seeded):
+    """Insert ``(h, ident)`` into the top-k when it beats the k-th (and, seeded, is not listed yet)."""
+    if h < hd[hd.shape[0] - 1] and not (seeded and _listed(hid, ident)):
+        insert_sorted(hd, hid, h, ident)
+
+
+@nb.njit(cache=True, inline="always")
+def _scan_leaf(pts, conf, perm, first, stop, q, cq, hd, hid, seeded, alive, cnt, limit):
+    """Offer the points of tree positions ``[first, stop)`` to the top-k ``hd``/``hid``; returns
+    ``(samples so far, budget exhausted)``.
+
+    The result is that of offering each point's :func:`delta_row` in turn.
+    Points go four at a time (four independent chains of additions, each in
+    the order of :func:`sq_dist_row`); after every :data:`_CHUNK` coordinates,
+    when all four prefixes pass the cheap screen ``p > hd[-1] c_q c_x``, the
+    rest is skipped for the points whose prefix proves ``p / (c_q c_x) >=
+    hd[-1]`` (their ``delta`` could not enter the list, whose k-th value only
+    decreases) and finished for the others. The offers are made in tree order.
+    """
+    k = hd.shape[0]
+    d = q.shape[0]
+    t = first
+    if alive.shape[0] == 0:
+        while t + 4 <= stop and cnt + 4 <= limit:
+            x0 = pts[t]
+            x1 = pts[t + 1]
+            x2 = pts[t + 2]
+            x3 = pts[t + 3]
+            n0 = cq * conf[t]
+            n1 = cq * conf[t + 1]
+            n2 = cq * conf[t + 2]
+            n3 = cq * conf[t + 3]
+            worst = hd[k - 1]
+            s0 = 0.0
+            s1 = 0.0
+            s2 = 0.0
+            s3 = 0.0
+            j = 0
+            while j < d:
+                e = min(j + _CHUNK, d)
+                for jj in range(j, e):
+                    v = np.float64(q[jj])
+                    u0 = v - np.float64(x0[jj])
+                    u1 = v - np.float64(x1[jj])
+                    u2 = v - np.float64(x2[jj])
+                    u3 = v - np.float64(x3[jj])
+                    s0 += u0 * u0
+                    s1 += u1 * u1
+                    s2 += u2 * u2
+                    s3 += u3 * u3
+                j = e
+                if j < d and s0 > worst * n0 and s1 > worst * n1 and s2 > worst * n2 and s3 > worst * n3:
+                    break
+            cnt += 4
+            if j == d:
+                _offer(hd, hid, s0 / n0, perm[t], seeded)
+                _offer(hd, hid, s1 / n1, perm[t + 1], seeded)
+                _offer(hd, hid, s2 / n2, perm[t + 2], seeded)
+                _offer(hd, hid, s3 / n3, perm[t + 3], seeded)
+            else:
+                if s0 / n0 < worst:
+                    _offer(hd, hid, _sq_dist_from(q, x0, s0, j) / n0, perm[t], seeded)
+                if s1 / n1 < worst:
+                    _offer(hd, hid, _sq_dist_from(q, x1, s1, j) / n1, perm[t + 1], seeded)
+                if s2 / n2 < worst:
+                    _offer(hd, hid, _sq_dist_from(q, x2, s2, j) / n2, perm[t + 2], seeded)
+                if s3 / n3 < worst:
+                    _offer(hd, hid, _sq_dist_from(q, x3, s3, j) / n3, perm[t + 3], seeded)
+            t += 4
+    for u in range(t, stop):
+        if alive.shape[0] and not alive[u]:
+            continue
+        if cnt >= limit:
+            return cnt, True
+        cnt += 1
+        _offer(hd, hid, delta_row(q, cq, pts[u], conf[u]), perm[u], seeded)
+    return cnt, False
+
+
 @nb.njit(cache=True)
 def _search_exact_one(pts, conf, perm, lo, hi, left, right, start, end, max_conf, q, cq, limit, hd, hid, seeded,
                       alive):
@@ -501,6 +663,17 @@ def _search_exact_one(pts, conf, perm, lo, hi, left, right, start, end, max_conf
     start, and a point already listed is not inserted twice. ``alive`` (one
     flag per tree position, or empty for "all") skips removed points; the
     node bounds stay valid lower bounds for the points left.
+
+    Order: from the node taken off the heap the walk descends to a leaf,
+    always into the child of smaller bound, and puts the other child on the
+    heap (when its bound is below the current k-th ``delta``); after a leaf
+    the open node of smallest bound is taken next, and the walk ends when that
+    bound reaches the k-th ``delta``. So the query's own leaf comes first (a
+    tight k-th ``delta`` early) and half of the heap traffic of a pure
+    best-first walk is saved. Every node left out has a bound ``>=`` the k-th
+    ``delta`` at that moment, which only decreases: the answer is exact.
+    Bounds and distances are abandoned early (:func:`_child_bounds`,
+    :func:`_scan_leaf`) with the same floating-point values as the full sums.
 
     A separate (serial) function: the heap is allocated and grown here, private
     to the calling thread. The heap grows before every push that would
@@ -513,38 +686,40 @@ def _search_exact_one(pts, conf, perm, lo, hi, left, right, start, end, max_conf
     k = hd.shape[0]
     hb = np.empty(_HEAP_START)
     hn = np.empty(_HEAP_START, dtype=np.int64)
-    size = _heap_push(hb, hn, 0, _node_delta_bound(q, cq, lo, hi, max_conf, 0), 0)
+    size = 0
     cnt = 0
-    stop = limit <= 0
-    while size > 0 and not stop:
-        bound = hb[0]
+    if limit <= 0 or _node_delta_bound(q, cq, lo, hi, max_conf, 0) >= hd[k - 1]:
+        return cnt
+    node = 0
+    while True:
+        # descend from ``node`` (bound below the k-th delta when it was reached) to a leaf
+        while True:
+            a = left[node]
+            if a < 0:
+                cnt, stop = _scan_leaf(pts, conf, perm, start[node], end[node], q, cq, hd, hid, seeded, alive,
+                                       cnt, limit)
+                if stop:
+                    return cnt
+                break
+            b = right[node]
+            worst = hd[k - 1]
+            ba, bb = _child_bounds(q, cq, lo, hi, max_conf, a, b, worst)
+            if bb < ba:
+                a, b = b, a
+                ba, bb = bb, ba
+            if bb < worst:
+                if size + 1 > hb.shape[0]:
+                    hb, hn = _grow_pair(hb, hn, size)
+                size = _heap_push(hb, hn, size, bb, b)
+            if ba < worst:
+                node = a
+            else:
+                break
+        # the open node of smallest bound, unless it cannot beat the k-th delta (then none can)
+        if size == 0 or hb[0] >= hd[k - 1]:
+            return cnt
         node = hn[0]
-        if bound >= hd[k - 1]:
-            break  # every open node has a bound at least this large
         size = _heap_pop(hb, hn, size)
-        a = left[node]
-        if a < 0:
-            for t in range(start[node], end[node]):
-                if alive.shape[0] and not alive[t]:
-                    continue
-                if cnt >= limit:
-                    stop = True
-                    break
-                cnt += 1
-                h = delta_row(q, cq, pts[t], conf[t])
-                if h < hd[k - 1] and not (seeded and _listed(hid, perm[t])):
-                    insert_sorted(hd, hid, h, perm[t])
-            continue
-        b = right[node]
-        ba = _node_delta_bound(q, cq, lo, hi, max_conf, a)
-        bb = _node_delta_bound(q, cq, lo, hi, max_conf, b)
-        if size + 2 > hb.shape[0]:
-            hb, hn = _grow_pair(hb, hn, size)
-        if ba < hd[k - 1]:
-            size = _heap_push(hb, hn, size, ba, a)
-        if bb < hd[k - 1]:
-            size = _heap_push(hb, hn, size, bb, b)
-    return cnt
 
 
 @nb.njit(cache=True, inline="always")
@@ -559,13 +734,15 @@ def _listed(ids, ident):
 @nb.njit(cache=True, parallel=True)
 def _search_exact(pts, conf, perm, lo, hi, left, right, start, end, max_conf, queries, q_conf, budget, out_i, out_d,
                   seeded, alive):
-    """Exact ``delta`` k-NN with the hyperbolic box bound, best-first (see module docstring).
+    """Exact ``delta`` k-NN with the hyperbolic box bound (see module docstring).
 
-    Open nodes sit in a min-heap keyed by their lower bound (the priority
-    search of Arya & Mount), so leaves are examined in increasing order of
-    their bound and the search ends when the smallest open bound reaches the
-    k-th best ``delta``. Under a sample budget the most promising leaves are
-    examined first. Returns ``(ids, deltas, samples)``, ``-1``/``inf`` pad.
+    Each query descends to a leaf through the child of smaller bound and keeps
+    the other children in a min-heap keyed by their lower bound (the priority
+    search of Arya & Mount); after a leaf the open node of smallest bound is
+    descended from next, and the search ends when that bound reaches the k-th
+    best ``delta`` (:func:`_search_exact_one`). Under a sample budget the
+    query's own leaf and then the most promising open nodes are examined
+    first. Returns ``(ids, deltas, samples)``, ``-1``/``inf`` pad.
     """
     m = queries.shape[0]
     samples = np.zeros(m, dtype=np.int64)
