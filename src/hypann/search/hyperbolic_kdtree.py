@@ -102,7 +102,8 @@ from hypann._validation import (
     state_error,
 )
 from hypann.geometry import _kernels
-from hypann.geometry._kernels import delta_row, insert_sorted, insert_sorted_unique, sq_dist_row
+from hypann.geometry._kernels import (ABANDON_STRIDE, delta4_below, delta_row, insert_sorted, insert_sorted_unique,
+                                     sq_dist_row)
 from hypann.oracles.base import EuclideanNeighbors, EuclideanOracle
 from hypann.oracles.registry import register_oracle
 
@@ -500,19 +501,6 @@ def _heap_pop(hb, hn, size):
 _HEAP_START = 64
 
 
-# Per-chunk width of the interleaved sums: the early-abandon test runs once per this many coordinates.
-_CHUNK = 8
-
-
-@nb.njit(cache=True, inline="always")
-def _sq_dist_from(q, x, s, first):
-    """``s`` plus the terms ``first, first + 1, ...`` of :func:`sq_dist_row`, in its order."""
-    for j in range(first, q.shape[0]):
-        u = np.float64(q[j]) - np.float64(x[j])
-        s += u * u
-    return s
-
-
 @nb.njit(cache=True, inline="always")
 def _box_sq_from(q, lo_row, hi_row, s, first):
     """``s`` plus the terms ``first, first + 1, ...`` of :func:`_box_sq_mindist`, in its order.
@@ -533,7 +521,7 @@ def _child_bounds(q, cq, lo, hi, max_conf, a, b, worst):
     bound is proved ``>= worst`` from a prefix of its sum.
 
     The two sums run interleaved (two independent chains of additions, each in
-    the order of :func:`_box_sq_mindist`). After every :data:`_CHUNK`
+    the order of :func:`_box_sq_mindist`). After every :data:`~hypann.geometry._kernels.ABANDON_STRIDE`
     coordinates, when both prefixes pass the cheap screen ``p > worst c_q c_B``,
     each is tested exactly: a prefix ``p`` is ``<=`` the full sum, so
     ``p / (c_q c_B) >= worst`` proves the bound ``>= worst``; a child that
@@ -552,7 +540,7 @@ def _child_bounds(q, cq, lo, hi, max_conf, a, b, worst):
     sb = 0.0
     j = 0
     while j < d:
-        stop = min(j + _CHUNK, d)
+        stop = min(j + ABANDON_STRIDE, d)
         for jj in range(j, stop):
             v = q[jj]
             ta = max(la[jj] - v, 0.0) + max(v - ha[jj], 0.0)
@@ -586,62 +574,25 @@ def _scan_leaf(pts, conf, perm, first, stop, q, cq, hd, hid, seeded, alive, cnt,
     ``(samples so far, budget exhausted)``.
 
     The result is that of offering each point's :func:`delta_row` in turn.
-    Points go four at a time (four independent chains of additions, each in
-    the order of :func:`sq_dist_row`); after every :data:`_CHUNK` coordinates,
-    when all four prefixes pass the cheap screen ``p > hd[-1] c_q c_x``, the
-    rest is skipped for the points whose prefix proves ``p / (c_q c_x) >=
-    hd[-1]`` (their ``delta`` could not enter the list, whose k-th value only
-    decreases) and finished for the others. The offers are made in tree order.
+    Points go four at a time (:func:`~hypann.geometry._kernels.delta4_below`:
+    four independent chains of additions, each in the order of
+    :func:`sq_dist_row`, a point's sum abandoned once a prefix proves its
+    ``delta`` ``>= hd[-1]``, so it could not enter the list, whose k-th value
+    only decreases). The offers are made in tree order.
     """
     k = hd.shape[0]
     d = q.shape[0]
     t = first
     if alive.shape[0] == 0:
         while t + 4 <= stop and cnt + 4 <= limit:
-            x0 = pts[t]
-            x1 = pts[t + 1]
-            x2 = pts[t + 2]
-            x3 = pts[t + 3]
-            n0 = cq * conf[t]
-            n1 = cq * conf[t + 1]
-            n2 = cq * conf[t + 2]
-            n3 = cq * conf[t + 3]
-            worst = hd[k - 1]
-            s0 = 0.0
-            s1 = 0.0
-            s2 = 0.0
-            s3 = 0.0
-            j = 0
-            while j < d:
-                e = min(j + _CHUNK, d)
-                for jj in range(j, e):
-                    v = np.float64(q[jj])
-                    u0 = v - np.float64(x0[jj])
-                    u1 = v - np.float64(x1[jj])
-                    u2 = v - np.float64(x2[jj])
-                    u3 = v - np.float64(x3[jj])
-                    s0 += u0 * u0
-                    s1 += u1 * u1
-                    s2 += u2 * u2
-                    s3 += u3 * u3
-                j = e
-                if j < d and s0 > worst * n0 and s1 > worst * n1 and s2 > worst * n2 and s3 > worst * n3:
-                    break
+            # inf: proved >= the k-th delta at the start, which the offers below only lower
+            d0, d1, d2, d3 = delta4_below(q, cq, pts[t], conf[t], pts[t + 1], conf[t + 1], pts[t + 2], conf[t + 2],
+                                          pts[t + 3], conf[t + 3], hd[k - 1])
             cnt += 4
-            if j == d:
-                _offer(hd, hid, s0 / n0, perm[t], seeded)
-                _offer(hd, hid, s1 / n1, perm[t + 1], seeded)
-                _offer(hd, hid, s2 / n2, perm[t + 2], seeded)
-                _offer(hd, hid, s3 / n3, perm[t + 3], seeded)
-            else:
-                if s0 / n0 < worst:
-                    _offer(hd, hid, _sq_dist_from(q, x0, s0, j) / n0, perm[t], seeded)
-                if s1 / n1 < worst:
-                    _offer(hd, hid, _sq_dist_from(q, x1, s1, j) / n1, perm[t + 1], seeded)
-                if s2 / n2 < worst:
-                    _offer(hd, hid, _sq_dist_from(q, x2, s2, j) / n2, perm[t + 2], seeded)
-                if s3 / n3 < worst:
-                    _offer(hd, hid, _sq_dist_from(q, x3, s3, j) / n3, perm[t + 3], seeded)
+            _offer(hd, hid, d0, perm[t], seeded)
+            _offer(hd, hid, d1, perm[t + 1], seeded)
+            _offer(hd, hid, d2, perm[t + 2], seeded)
+            _offer(hd, hid, d3, perm[t + 3], seeded)
             t += 4
     for u in range(t, stop):
         if alive.shape[0] and not alive[u]:
@@ -1282,9 +1233,12 @@ class HyperbolicKDTree:
 
             \\frac{\\operatorname{mindist}(q, B)^2}{(1-\\|q\\|^2)\\,\\max_{x \\in B}(1-\\|x\\|^2)}
 
-        is ``>=`` the current k-th smallest ``delta``; nodes are visited
-        best-first, in increasing order of that bound, so that under a
-        ``budget`` the samples go to the most promising leaves.
+        is ``>=`` the current k-th smallest ``delta``. From the root the walk
+        descends into the child of smaller bound and keeps the other on a heap;
+        after each leaf it resumes at the open node of smallest bound, and it
+        ends when that bound reaches the k-th ``delta`` (see
+        :func:`_search_exact_one`). Under a ``budget`` the query's own leaf
+        and then the most promising open nodes get the samples.
 
         Parameters
         ----------
