@@ -190,6 +190,7 @@ def test_kernels_match_numpy_reference(rng):
     np.testing.assert_array_equal(ids, ref_ids)
 
 
+@pytest.mark.kernels
 @given(st.integers(1, 40), st.integers(0, 2**32 - 1), st.sampled_from([np.float64, np.float32]),
        st.floats(0.0, 2.0))
 def test_delta_row_below_is_delta_row_or_proves_it_is_not_below(d, seed, dtype, where):
@@ -209,6 +210,7 @@ def test_delta_row_below_is_delta_row_or_proves_it_is_not_below(d, seed, dtype, 
     assert _kernels.delta_row_below(q, cq, x, cx, np.inf) == full
 
 
+@pytest.mark.kernels
 @given(st.integers(1, 40), st.integers(0, 2**32 - 1), st.sampled_from([np.float64, np.float32]),
        st.floats(0.0, 2.0))
 def test_delta4_below_is_delta_row_or_proves_it_is_not_below_for_each_row(d, seed, dtype, where):

@@ -24,6 +24,9 @@ from hypann.geometry import _kernels
 from hypann.search.hyperbolic_kdtree import HyperbolicKDTree
 from tests.conftest import ball_points
 
+# numba-kernel tests: `make test` runs them again under NUMBA_BOUNDSCHECK=1 (pytest -m kernels)
+pytestmark = pytest.mark.kernels
+
 CONFIGS = [
     dict(algorithm="hkdtree"),
     dict(algorithm="graph"),
