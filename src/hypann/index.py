@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 import logging
 import os
+from contextlib import nullcontext
 
 import numpy as np
 
@@ -472,10 +473,9 @@ class HyperbolicIndex:
         m = queries.shape[0]
         if m == 0:
             return SearchResult(np.empty((0, k), np.int64), np.empty((0, k)), SearchStats.zeros(0))
-        if m <= SERIAL_MAX_QUERIES and self.algorithm_.serial_small_batches and not self.live_.n_changes:
-            # serial kernels only: numba's thread setting does not matter (and costs a few microseconds)
-            return self._result(*self._search_rows(queries, q_conf, k, budget, query_params))
-        with numba_threads(self.n_jobs, work=m):
+        serial = m <= SERIAL_MAX_QUERIES and self.algorithm_.serial_small_batches and not self.live_.n_changes
+        # serial kernels only: numba's thread setting does not matter (and costs a few microseconds)
+        with nullcontext() if serial else numba_threads(self.n_jobs, work=m):
             if self.verbose and m > PROGRESS_MIN_QUERIES and budget is None and self.algorithm not in _ROW_SEEDED:
                 rows, deltas, stats = self._search_rows_with_progress(queries, q_conf, k, query_params)
             else:

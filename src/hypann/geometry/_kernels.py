@@ -158,8 +158,13 @@ def few_points_conformal(X, c):
 @nb.njit(cache=True, inline="always")
 def sq_dist_row(q, x):
     """``|q - x|^2`` from explicit differences, in float64 also for float32 rows (float32 storage)."""
-    s = 0.0
-    for j in range(q.shape[0]):
+    return _sq_dist_rest(q, x, 0.0, 0)
+
+
+@nb.njit(cache=True, inline="always")
+def _sq_dist_rest(q, x, s, first):
+    """``s`` plus the terms ``first, first + 1, ...`` of :func:`sq_dist_row`, in its order."""
+    for j in range(first, q.shape[0]):
         t = np.float64(q[j]) - np.float64(x[j])
         s += t * t
     return s
@@ -195,15 +200,6 @@ def delta_row_below(q, cq, x, cx, worst):
 
 #: coordinates between two early-abandon tests of :func:`delta4_below`
 ABANDON_STRIDE = 8
-
-
-@nb.njit(cache=True, inline="always")
-def _sq_dist_rest(q, x, s, first):
-    """``s`` plus the terms ``first, first + 1, ...`` of :func:`sq_dist_row`, in its order."""
-    for j in range(first, q.shape[0]):
-        t = np.float64(q[j]) - np.float64(x[j])
-        s += t * t
-    return s
 
 
 @nb.njit(cache=True, inline="always")

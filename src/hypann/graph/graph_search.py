@@ -159,10 +159,8 @@ class GraphSearch(SearchAlgorithm):
             seeds = {"seed_rows" if self.owns_points else "seed_ids": ids}  # graph ids: tree positions, or input ids
             ids, deltas, tree_samples = self.tree_.search_exact(queries, q_conformal, k, budget=left, **seeds)
             samples = samples + tree_samples
-        elif self.owns_points:  # graph ids are tree positions
-            ids = np.where(ids >= 0, self.tree_.indices_[np.maximum(ids, 0)], -1)
         rounds = np.full(m, 2 if self.exact else 1, dtype=np.int64)
-        return ids, deltas, SearchStats(np.zeros(m, dtype=np.int64), samples.astype(np.int64, copy=False), rounds)
+        return ids, deltas, SearchStats(np.zeros(m, dtype=np.int64), samples, rounds)
 
     def get_state(self):
         # the points are the index's own: saved once by the index, shared on load

@@ -628,14 +628,8 @@ def _search_row(p, points, conf, row_i, rev_start, rev_stop, src, bridge_i, max_
         v = row_i[p, j]
         if v < 0:
             break
-        d = delta_row(points[p], conf[p], points[v], conf[v])
-        pos = nf
-        while pos > 0 and fwd_d[pos - 1] > d:
-            fwd_d[pos] = fwd_d[pos - 1]
-            fwd_i[pos] = fwd_i[pos - 1]
-            pos -= 1
-        fwd_d[pos] = d
-        fwd_i[pos] = v
+        # the list grows by one: insert into its first nf + 1 slots (the last one is free)
+        insert_sorted(fwd_d[:nf + 1], fwd_i[:nf + 1], delta_row(points[p], conf[p], points[v], conf[v]), v)
         nf += 1
     # the D nearest reverse neighbours (ties: smaller p first)
     for s in range(rev_start, rev_stop):

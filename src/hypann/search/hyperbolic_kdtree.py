@@ -340,15 +340,21 @@ def _gather_rows_in_place(points, conformal, perm):
 @nb.njit(cache=True, inline="always")
 def _box_sq_mindist(c, lo, hi):
     """``mindist(c, box)^2``, summed in the same order as :func:`sq_dist_row`."""
-    s = 0.0
-    for j in range(c.shape[0]):
-        v = c[j]
-        if v < lo[j]:
-            t = lo[j] - v
-            s += t * t
-        elif v > hi[j]:
-            t = v - hi[j]
-            s += t * t
+    return _box_sq_from(c, lo, hi, 0.0, 0)
+
+
+@nb.njit(cache=True, inline="always")
+def _box_sq_from(q, lo_row, hi_row, s, first):
+    """``s`` plus the terms ``first, first + 1, ...`` of :func:`_box_sq_mindist`, in its order.
+
+    The term ``max(lo - v, 0) + max(v - hi, 0)`` is ``lo - v``, ``v - hi`` or
+    ``0`` exactly (``lo <= hi``), and adding ``0`` leaves a sum unchanged: the
+    sum of the coordinates outside the box, without a branch.
+    """
+    for j in range(first, q.shape[0]):
+        v = q[j]
+        t = max(lo_row[j] - v, 0.0) + max(v - hi_row[j], 0.0)
+        s += t * t
     return s
 
 
@@ -499,20 +505,6 @@ def _heap_pop(hb, hn, size):
 
 # Initial capacity of the best-first heap of one query; it doubles when full.
 _HEAP_START = 64
-
-
-@nb.njit(cache=True, inline="always")
-def _box_sq_from(q, lo_row, hi_row, s, first):
-    """``s`` plus the terms ``first, first + 1, ...`` of :func:`_box_sq_mindist`, in its order.
-
-    ``max(lo - v, 0) + max(v - hi, 0)`` is ``lo - v``, ``v - hi`` or ``0``
-    exactly (``lo <= hi``), the term of the branches there.
-    """
-    for j in range(first, q.shape[0]):
-        v = q[j]
-        t = max(lo_row[j] - v, 0.0) + max(v - hi_row[j], 0.0)
-        s += t * t
-    return s
 
 
 @nb.njit(cache=True, inline="always")
