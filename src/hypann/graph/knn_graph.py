@@ -251,22 +251,36 @@ def _init_row(p, points, conf, leaf_ranges, orders, max_members, seed, row_d, ro
         _row_insert(row_d, row_i, row_f, _row_key(delta_row(points[p], conf[p], points[v], conf[v])), v)
 
 
+def _thread_marks(n, dtype):
+    """Zeroed visited marks for a parallel loop over points: one row of ``n`` per thread.
+
+    Inside a ``prange``, ``numba.get_thread_id()`` is in ``[0, get_num_threads())``
+    and picks the row. One row per thread, zeroed once, instead of one per
+    chunk: a zeroed ``n`` per chunk of :data:`_CHUNK` points would cost
+    ``n^2 / 1024`` writes. (Made here, not in the kernel: a kernel that calls
+    ``get_num_threads`` cannot be cached on disk.)
+    """
+    return np.zeros((nb.get_num_threads(), n), dtype=dtype)
+
+
 @nb.njit(cache=True, parallel=True)
-def _init_graph(points, conf, leaf_ranges, orders, max_members, seed, row_i, row_d, row_f):
+def _init_graph(points, conf, leaf_ranges, orders, max_members, seed, row_i, row_d, row_f, seen):
     """Initial k-NN rows of all points into ``row_i`` (-1), ``row_d`` (inf), ``row_f``, in parallel blocks.
 
     Points are visited in the leaf order of the first tree (``orders[0]``),
     so that consecutive points share leaf mates in the cache. ``seen`` tags
-    are ``p + 1 <= n``, of the rows' id type (which holds ``n``).
+    are ``p + 1 <= n``, of the rows' id type (which holds ``n``): distinct
+    for every point, so one row of marks per thread (:func:`_thread_marks`)
+    serves all the chunks that thread runs without being cleared.
     """
     n = points.shape[0]
     n_chunks = (n + _CHUNK - 1) // _CHUNK
     for ch in nb.prange(n_chunks):
-        seen = np.zeros(n, dtype=row_i.dtype)
+        mine = seen[nb.get_thread_id()]
         for i in range(ch * _CHUNK, min(n, (ch + 1) * _CHUNK)):
             p = orders[0, i]
             _init_row(p, points, conf, leaf_ranges, orders, max_members, seed, row_d[p], row_i[p], row_f[p],
-                      seen, p + 1)
+                      mine, p + 1)
 
 
 @nb.njit(cache=True, inline="always")
@@ -417,24 +431,25 @@ def _refine_row(p, points, conf, new_i, old_i, row_d, row_i, row_f, seen, tag):
 
 
 @nb.njit(cache=True, parallel=True)
-def _refine(points, conf, new_i, old_i, row_d, row_i, row_f, visit):
+def _refine(points, conf, new_i, old_i, row_d, row_i, row_f, visit, seen):
     """One NN-descent round over all points (parallel blocks, each point writes its own row).
 
     Reads only the candidate lists (frozen for the round), so the result does
     not depend on the thread count (nor on the visit order). Points are
     visited in the order ``visit`` (a permutation: the leaf order of a
     partition tree, so that consecutive points share most candidates and
-    their coordinates stay in the cache). Returns the number of row insertions.
+    their coordinates stay in the cache). Marks as in :func:`_init_graph`.
+    Returns the number of row insertions.
     """
     n = points.shape[0]
     n_chunks = (n + _CHUNK - 1) // _CHUNK
     counts = np.zeros(n_chunks, dtype=np.int64)
     for ch in nb.prange(n_chunks):
-        seen = np.zeros(n, dtype=row_i.dtype)
+        mine = seen[nb.get_thread_id()]
         c = 0
         for i in range(ch * _CHUNK, min(n, (ch + 1) * _CHUNK)):
             p = visit[i]
-            c += _refine_row(p, points, conf, new_i, old_i, row_d[p], row_i[p], row_f[p], seen, p + 1)
+            c += _refine_row(p, points, conf, new_i, old_i, row_d[p], row_i[p], row_f[p], mine, p + 1)
         counts[ch] = c
     return counts.sum()
 
@@ -482,13 +497,14 @@ def nn_descent(points, conf, K, *, n_trees, leaf_size, max_candidates, max_round
     row_f = np.zeros((n, K), dtype=np.bool_)
     visit = np.empty(n, dtype=dtype)
     leaf_ranges, orders = _forest(points, leaf_size, n_trees, seed, dtype)
-    _init_graph(points, conf, leaf_ranges, orders, 2 * leaf_size, np.uint64(seed), row_i, row_d, row_f)
+    _init_graph(points, conf, leaf_ranges, orders, 2 * leaf_size, np.uint64(seed), row_i, row_d, row_f,
+                _thread_marks(n, dtype))
     visit[:] = orders[0]
     del leaf_ranges, orders
     progress.advance(stage="initial graph")
     for rnd in range(max_rounds):
         new_i, old_i = _candidates(row_i, row_f, max_candidates, _round_base(seed, rnd), nb.get_num_threads())
-        changed = _refine(points, conf, new_i, old_i, row_d, row_i, row_f, visit)
+        changed = _refine(points, conf, new_i, old_i, row_d, row_i, row_f, visit, _thread_marks(n, dtype))
         del new_i, old_i
         logger.debug("nn-descent round %d: %d changes", rnd, changed)
         progress.advance(stage=f"nn-descent round {rnd + 1}: {changed:,} changes")
