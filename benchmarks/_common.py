@@ -7,7 +7,6 @@ import os
 import platform
 import subprocess
 import sys
-import threading
 
 import numpy as np
 
@@ -73,28 +72,55 @@ def markdown_table(rows, columns) -> str:
     return "\n".join(lines)
 
 
-class PeakSampler:
-    """Largest value of ``measure()`` (a memory figure in bytes) seen while the ``with`` block runs.
+# The sampling loop of PeakSampler, run in its own process: it reads one field of
+# /proc/<pid>/status every `interval` seconds until its stdin is closed, then prints the largest.
+_SAMPLER = """
+import select, sys
+pid, field, interval = sys.argv[1], sys.argv[2] + ":", float(sys.argv[3])
+peak = 0
+while True:
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            for line in fh:
+                if line.startswith(field):
+                    peak = max(peak, int(line.split()[1]) * 1024)
+                    break
+    except OSError:
+        break
+    if select.select([sys.stdin], [], [], interval)[0]:
+        break
+print(peak, flush=True)
+"""
 
-    Sampled every 5 ms from a thread: ``ru_maxrss`` cannot be reset, and work before the block
-    (generating the data) may already have peaked higher than the block itself.
+
+class PeakSampler:
+    """Largest ``field`` of ``/proc/<this process>/status`` (``"RssAnon"``, ``"VmRSS"``; bytes) while the block runs.
+
+    Sampled every ``interval`` seconds (default 2 ms) by a separate process: a
+    thread of this process could not sample while a numba kernel runs, since
+    the kernels hold the GIL, and the peak of a build is inside its kernels.
+    ``ru_maxrss`` cannot be reset, and work before the block (generating the
+    data) may already have peaked higher than the block itself. Linux only.
     """
 
-    def __init__(self, measure):
-        self.measure = measure
+    def __init__(self, field="VmRSS", interval=0.002):
+        self.field = field
+        self.interval = interval
+
+    def _now(self):
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith(self.field + ":"):
+                    return int(line.split()[1]) * 1024
+        raise KeyError(self.field)
 
     def __enter__(self):
-        self.peak = self.measure()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
+        self.peak = self._now()
+        self._proc = subprocess.Popen(
+            [sys.executable, "-c", _SAMPLER, str(os.getpid()), self.field, str(self.interval)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         return self
 
-    def _run(self):
-        while not self._stop.wait(0.005):
-            self.peak = max(self.peak, self.measure())
-
     def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join()
-        self.peak = max(self.peak, self.measure())
+        out, _ = self._proc.communicate("")
+        self.peak = max(self.peak, int(out.strip() or 0), self._now())

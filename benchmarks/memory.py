@@ -133,7 +133,7 @@ def child_build(npy, config, out_path):
     gc.collect()
     trim_heap()
     before = rss()[0]
-    with PeakSampler(lambda: rss()[0]) as sampler:
+    with PeakSampler("RssAnon") as sampler:
         t = time.perf_counter()
         index = hypann.HyperbolicIndex(storage=storage, **settings).build(X)
         build_s = time.perf_counter() - t

@@ -87,7 +87,7 @@ def run_one(cfg):
     # compile outside the measurement, on a small copy
     hypann.HyperbolicIndex(**settings).build(X[:2000]).search(Q[:10], cfg["k"])
     base = rss_bytes()
-    with PeakSampler(rss_bytes) as sampler:
+    with PeakSampler("VmRSS") as sampler:
         t0 = time.perf_counter()
         index = hypann.HyperbolicIndex(**settings).build(X)
         out = dict(cfg, build_s=time.perf_counter() - t0)

@@ -1,4 +1,4 @@
-"""Process-level runtime settings: numba threads per call, and the first-compile notice.
+"""Process-level runtime settings: numba threads per call, the first-compile notice, freed heap.
 
 ``numba_threads(n_jobs)`` sets the number of threads numba's parallel kernels
 use for the calling thread only (numba keeps it per thread), so concurrent
@@ -9,6 +9,8 @@ queries (or points) and each iteration is independent.
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import logging
 import os
 import threading
@@ -25,6 +27,36 @@ _NOTICE_SHOWN = False
 #: a ``prange`` kernel costs a thread-pool launch (microseconds, or a wait for a
 #: busy core) that a single query does not repay.
 SERIAL_MAX_QUERIES = 1
+
+
+_LIBC_TRIM = None  # glibc's malloc_trim once looked up; False where there is none
+
+
+def release_freed_heap():
+    """Hand heap memory freed by earlier phases back to the system (glibc ``malloc_trim(0)``; elsewhere nothing).
+
+    glibc serves allocations below its (dynamically raised, up to 32 MB)
+    mmap threshold from heaps that it shrinks only from the top, so the
+    arrays a build frees between phases can stay resident and count into the
+    next phase's peak. Builds call this between phases. Returns whether a
+    trim ran.
+    """
+    global _LIBC_TRIM
+    if _LIBC_TRIM is None:
+        _LIBC_TRIM = False
+        name = ctypes.util.find_library("c")
+        try:
+            trim = ctypes.CDLL(name).malloc_trim if name else None
+        except (OSError, AttributeError):
+            trim = None
+        if trim is not None:
+            trim.argtypes = [ctypes.c_size_t]
+            trim.restype = ctypes.c_int
+            _LIBC_TRIM = trim
+    if _LIBC_TRIM is False:
+        return False
+    _LIBC_TRIM(0)
+    return True
 
 
 def check_n_jobs(n_jobs, *, name="n_jobs"):

@@ -127,7 +127,7 @@ import numba as nb
 import numpy as np
 
 from hypann import _progress as progress
-from hypann._runtime import SERIAL_MAX_QUERIES, VisitedMarks
+from hypann._runtime import SERIAL_MAX_QUERIES, VisitedMarks, release_freed_heap
 from hypann._validation import check_positive_int, check_real, check_stored_points, check_stored_queries
 from hypann.geometry._kernels import (brute_knn_delta, delta4_below, delta_row, delta_row_below, insert_sorted,
                                      sq_dist_row)
@@ -490,8 +490,8 @@ def nn_descent(points, conf, K, *, n_trees, leaf_size, max_candidates, max_round
     """
     n = points.shape[0]
     dtype = forest_index_dtype(n) if index_dtype is None else index_dtype
-    # the arrays that live through the rounds first, the trees (freed after the initial rows) last:
-    # freed memory at the top of the heap goes back to the system
+    # the arrays that live through the rounds first, the trees (freed after the initial rows) last,
+    # so that the trees' memory is at the top of the heap and can go back to the system
     row_i = np.full((n, K), -1, dtype=dtype)
     row_d = np.full((n, K), np.inf, dtype=np.float32)
     row_f = np.zeros((n, K), dtype=np.bool_)
@@ -501,6 +501,7 @@ def nn_descent(points, conf, K, *, n_trees, leaf_size, max_candidates, max_round
                 _thread_marks(n, dtype))
     visit[:] = orders[0]
     del leaf_ranges, orders
+    release_freed_heap()
     progress.advance(stage="initial graph")
     for rnd in range(max_rounds):
         new_i, old_i = _candidates(row_i, row_f, max_candidates, _round_base(seed, rnd), nb.get_num_threads())
@@ -1039,6 +1040,7 @@ class HyperbolicGraphIndex:
                               max_candidates=min(K, MAX_CANDIDATES),
                               max_rounds=self.max_rounds, tol=NN_DESCENT_TOL, seed=seed, return_deltas=False,
                               index_dtype=dtype)
+        release_freed_heap()  # the rounds' keys, flags and candidate lists
         comp = components(row_i)
         n_comp = int(np.count_nonzero(comp == np.arange(n)))
         if n_comp > 1:
@@ -1050,8 +1052,10 @@ class HyperbolicGraphIndex:
         else:
             bridge_i = np.full((n, 0), -1, dtype=dtype)
         del comp
+        release_freed_heap()  # the rebuilt trees and the bridges' deltas
         self.neighbors_ = _search_graph(points, conformal, row_i, bridge_i, D, max(1, D // 2))
         del row_i, bridge_i
+        release_freed_heap()
         self.n_components_ = n_comp
         tree = build_tree(points, self.leaf_size, np.uint64(mix_seed(np.uint64(seed), 11, 0)))
         self.tree_pivots_, self.tree_thresholds_, self.tree_children_, self.tree_ranges_, self.tree_order_ = tree
