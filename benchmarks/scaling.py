@@ -26,6 +26,7 @@ Usage::
 
     python benchmarks/scaling.py --quick                       # 10^4 and 10^5 (a few minutes)
     python benchmarks/scaling.py --sizes10 1e4 1e5 1e6 1e7 --sizes100 1e4 1e5 1e6 --lorentz256 1e6
+    python benchmarks/scaling.py --combine results/scaling_a.json results/scaling_b.json --tag all
 """
 
 from __future__ import annotations
@@ -197,6 +198,31 @@ def plot(rows, out_dir):
         plt.close(fig)
 
 
+def report(rows, name, args):
+    """Print the table and the fitted slopes of ``rows``, write ``results/<name>.json`` and the plots."""
+    good = [r for r in rows if "error" not in r]
+    slopes = []
+    for key in sorted({(r["method"], r["model"], r["d"], r["storage"]) for r in good}):
+        rs = sorted((r for r in good if (r["method"], r["model"], r["d"], r["storage"]) == key), key=lambda r: r["n"])
+        ns = [r["n"] for r in rs]
+        slopes.append({"method": key[0], "model": key[1], "d": key[2], "storage": key[3],
+                       "sizes": " ".join(f"{n:.0e}" for n in ns),
+                       "build slope": slope(ns, [r["build_s"] for r in rs]),
+                       "memory slope": slope(ns, [r["rss_index_mb"] for r in rs]),
+                       "1/batch q/s slope": slope(ns, [1 / r["batch_qps"] for r in rs])})
+    columns = ["method", "model", "d", "n", "storage", "build_s", "index_mb", "rss_index_mb", "peak_build_mb",
+               "raw_float32_mb", "file_mb", "batch_qps", "single_qps", "recall", "mmap_open_s", "mmap_rss_mb",
+               "mmap_first_query_s", "speedup_2v1", "build_speedup_2v1"]
+    good.sort(key=lambda r: (r["model"], r["d"], r["method"], r["storage"], r["n"]))
+    print()
+    print(markdown_table(good, [c for c in columns if any(c in r for r in good)]))
+    print()
+    print(markdown_table(slopes, ["method", "model", "d", "storage", "sizes", "build slope", "memory slope",
+                                  "1/batch q/s slope"]))
+    write_json(name, {"args": args, "rows": rows, "slopes": slopes})
+    plot(good, os.path.join(ROOT, "docs"))
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--one", help=argparse.SUPPRESS)  # a JSON configuration: run it and print the result
@@ -217,7 +243,22 @@ def main(argv=None):
     p.add_argument("--threads-check", action="store_true", help="also build and search with one thread")
     p.add_argument("--tmp", default=None, help="folder for the saved index files")
     p.add_argument("--tag", default="")
+    p.add_argument("--combine", nargs="+", metavar="JSON",
+                   help="run nothing: report the rows of these earlier results (later files replace earlier rows "
+                        "of the same method, model, d, n and storage) as results/scaling_<tag>.json and the plots")
     args = p.parse_args(argv)
+    if args.combine:
+        merged = {}
+        for path in args.combine:
+            with open(path) as fh:
+                earlier = json.load(fh)
+            for r in earlier["rows"]:
+                if "error" not in r:
+                    merged[(r["method"], r["model"], r["d"], r["n"], r["storage"])] = dict(
+                        r, source=os.path.basename(path), source_git_sha=earlier.get("git_sha"))
+        report(list(merged.values()), "scaling" + (f"_{args.tag}" if args.tag else "_combined"),
+               dict(vars(args)))
+        return 0
     if args.one:
         print("RESULT " + json.dumps(run_one(json.loads(args.one))), flush=True)
         return 0
@@ -251,26 +292,7 @@ def main(argv=None):
               f"build {row['build_s']:.1f}s, index {row['rss_index_mb']:.0f} MB resident "
               f"({row['index_mb']:.0f} MB nbytes), batch {row['batch_qps']:.0f} q/s, recall {row['recall']:.3f} "
               f"[{time.perf_counter() - t0:.0f}s]", flush=True)
-    good = [r for r in rows if "error" not in r]
-    slopes = []
-    for key in sorted({(r["method"], r["model"], r["d"], r["storage"]) for r in good}):
-        rs = sorted((r for r in good if (r["method"], r["model"], r["d"], r["storage"]) == key), key=lambda r: r["n"])
-        ns = [r["n"] for r in rs]
-        slopes.append({"method": key[0], "model": key[1], "d": key[2], "storage": key[3],
-                       "sizes": " ".join(f"{n:.0e}" for n in ns),
-                       "build slope": slope(ns, [r["build_s"] for r in rs]),
-                       "memory slope": slope(ns, [r["rss_index_mb"] for r in rs]),
-                       "1/batch q/s slope": slope(ns, [1 / r["batch_qps"] for r in rs])})
-    columns = ["method", "model", "d", "n", "storage", "build_s", "index_mb", "rss_index_mb", "peak_build_mb",
-               "raw_float32_mb", "file_mb", "batch_qps", "single_qps", "recall", "mmap_open_s", "mmap_rss_mb",
-               "mmap_first_query_s", "speedup_2v1", "build_speedup_2v1"]
-    print()
-    print(markdown_table(good, [c for c in columns if any(c in r for r in good)]))
-    print()
-    print(markdown_table(slopes, ["method", "model", "d", "storage", "sizes", "build slope", "memory slope",
-                                  "1/batch q/s slope"]))
-    write_json("scaling" + (f"_{args.tag}" if args.tag else ""), {"args": vars(args), "rows": rows, "slopes": slopes})
-    plot(good, os.path.join(ROOT, "docs"))
+    report(rows, "scaling" + (f"_{args.tag}" if args.tag else ""), vars(args))
     return 0
 
 
