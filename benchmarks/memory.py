@@ -13,7 +13,7 @@ measures
   per point -- what the index really holds, numba's own allocations included
   (kernels are compiled on tiny data first);
 * ``build peak``: the highest ``RssAnon`` growth seen during the build
-  (sampled every 5 ms), per point;
+  (sampled every 2 ms by a separate process), per point;
 * ``file``: bytes per point of the saved index (format 3);
 * the ratio of ``resident`` to the raw float32 data (``4 d`` bytes per point),
   and the same ratio after taking off the O(n) arrays (``o_n``: conformal
