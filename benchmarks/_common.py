@@ -14,9 +14,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
 
+from _proc import status_bytes  # noqa: E402
 from hypann.eval.timing import median_time  # noqa: E402  (re-exported for the scripts)
 
-__all__ = ["ROOT", "PeakSampler", "git_sha", "machine", "markdown_table", "median_time", "write_json"]
+__all__ = ["ROOT", "PeakSampler", "git_sha", "machine", "markdown_table", "median_time", "status_bytes",
+           "write_json"]
 
 
 def git_sha() -> str:
@@ -72,31 +74,11 @@ def markdown_table(rows, columns) -> str:
     return "\n".join(lines)
 
 
-# The sampling loop of PeakSampler, run in its own process: it reads one field of
-# /proc/<pid>/status every `interval` seconds until its stdin is closed, then prints the largest.
-_SAMPLER = """
-import select, sys
-pid, field, interval = sys.argv[1], sys.argv[2] + ":", float(sys.argv[3])
-peak = 0
-while True:
-    try:
-        with open(f"/proc/{pid}/status") as fh:
-            for line in fh:
-                if line.startswith(field):
-                    peak = max(peak, int(line.split()[1]) * 1024)
-                    break
-    except OSError:
-        break
-    if select.select([sys.stdin], [], [], interval)[0]:
-        break
-print(peak, flush=True)
-"""
-
-
 class PeakSampler:
     """Largest ``field`` of ``/proc/<this process>/status`` (``"RssAnon"``, ``"VmRSS"``; bytes) while the block runs.
 
-    Sampled every ``interval`` seconds (default 2 ms) by a separate process: a
+    Sampled every ``interval`` seconds (default 2 ms) by a separate process
+    (``_proc.py``), which has taken its first sample when the block starts: a
     thread of this process could not sample while a numba kernel runs, since
     the kernels hold the GIL, and the peak of a build is inside its kernels.
     ``ru_maxrss`` cannot be reset, and work before the block (generating the
@@ -107,20 +89,14 @@ class PeakSampler:
         self.field = field
         self.interval = interval
 
-    def _now(self):
-        with open("/proc/self/status") as fh:
-            for line in fh:
-                if line.startswith(self.field + ":"):
-                    return int(line.split()[1]) * 1024
-        raise KeyError(self.field)
-
     def __enter__(self):
-        self.peak = self._now()
+        self.peak = status_bytes(self.field)
         self._proc = subprocess.Popen(
-            [sys.executable, "-c", _SAMPLER, str(os.getpid()), self.field, str(self.interval)],
+            [sys.executable, os.path.join(HERE, "_proc.py"), str(os.getpid()), self.field, str(self.interval)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self._proc.stdout.readline()  # "ready": the first sample is taken before the block starts
         return self
 
     def __exit__(self, *exc):
         out, _ = self._proc.communicate("")
-        self.peak = max(self.peak, int(out.strip() or 0), self._now())
+        self.peak = max(self.peak, int(out.strip() or 0), status_bytes(self.field))

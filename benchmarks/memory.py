@@ -56,7 +56,6 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMB
     os.environ.setdefault(_var, "1")
 
 import argparse  # noqa: E402
-import ctypes  # noqa: E402
 import json  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
@@ -66,31 +65,25 @@ import time  # noqa: E402
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import PeakSampler, markdown_table, median_time, write_json  # noqa: E402
+from _common import PeakSampler, markdown_table, median_time, status_bytes, write_json  # noqa: E402
 
 
 def rss():
     """``(RssAnon, VmRSS)`` of this process in bytes."""
-    out = {}
-    with open("/proc/self/status") as fh:
-        for line in fh:
-            key, _, value = line.partition(":")
-            if key in ("RssAnon", "VmRSS"):
-                out[key] = int(value.split()[0]) * 1024
-    return out["RssAnon"], out["VmRSS"]
+    return status_bytes("RssAnon"), status_bytes("VmRSS")
 
 
 def trim_heap():
-    """Give freed heap memory back to the system (glibc ``malloc_trim``), so that RssAnon counts live memory.
+    """Give freed heap memory back to the system (:func:`hypann._runtime.release_freed_heap`), so that RssAnon
+    counts live memory.
 
     Without it, the arrays a build frees below glibc's mmap threshold (up to
     32 MB) stay in the process's heap and show up as resident memory of the
     index (about 35 bytes a point at 10-D, n = 200,000).
     """
-    try:
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except OSError:  # not glibc: measure as is
-        pass
+    from hypann._runtime import release_freed_heap
+
+    release_freed_heap()
 
 
 def o_n_bytes(index):

@@ -16,7 +16,8 @@ mixture of :mod:`hypann.datasets.families`; Lorentz rows of curvature ``--lorent
   ``single_qps``: one query per call (``--single`` calls, median time per call);
 * ``speedup_2v1``: with ``--threads-check``, batch search with all cores over one thread;
 * ``recall``: recall@k against float64 brute force (:func:`hypann.eval.ground_truth.exact_knn`)
-  over the first ``--recall-queries`` queries.
+  over the first ``--recall-queries`` queries; ``ef``: for the graph, the search list size its
+  build calibrated.
 
 The driver prints a markdown table, fits the slope of log(time) and log(memory) against log(n)
 per method and dimension, and writes ``results/scaling.json`` plus log-log plots
@@ -42,16 +43,14 @@ import time
 
 import numpy as np
 
-from _common import ROOT, PeakSampler, markdown_table, median_time, write_json  # noqa: E402
+from _common import ROOT, PeakSampler, markdown_table, median_time, status_bytes, write_json  # noqa: E402
 
-PAGE = os.sysconf("SC_PAGE_SIZE")
 MB = 1 << 20
 
 
 def rss_bytes():
-    """Current resident memory of this process (``/proc/self/statm``)."""
-    with open("/proc/self/statm") as fh:
-        return int(fh.read().split()[1]) * PAGE
+    """Current resident memory of this process (``VmRSS``, what :class:`PeakSampler` samples)."""
+    return status_bytes("VmRSS")
 
 
 # ----------------------------------------------------------------- one configuration (child)
@@ -86,8 +85,9 @@ def run_one(cfg):
     settings = dict(algorithm=cfg["method"], model=model, c=c, random_state=0, verbose=False)
     if cfg["storage"] != "float64":
         settings["storage"] = cfg["storage"]
-    # compile outside the measurement, on a small copy
-    hypann.HyperbolicIndex(**settings).build(X[:2000]).search(Q[:10], cfg["k"])
+    # compile outside the measurement, on a small copy (kept: saved below to compile the memory-mapped variant)
+    small = hypann.HyperbolicIndex(**settings).build(X[:2000])
+    small.search(Q[:10], cfg["k"])
     base = rss_bytes()
     with PeakSampler("VmRSS") as sampler:
         t0 = time.perf_counter()
@@ -96,6 +96,9 @@ def run_one(cfg):
     out["peak_build_mb"] = (sampler.peak - base) / MB
     out["rss_index_mb"] = (rss_bytes() - base) / MB
     out["index_mb"] = index.nbytes / MB
+    graph = getattr(index.algorithm_, "graph_", None)
+    if graph is not None:
+        out["ef"] = int(graph.ef_)  # the search list size the build calibrated
     out["raw_float32_mb"] = X.shape[0] * (X.shape[1] - (model == "lorentz")) * 4 / MB
     k = cfg["k"]
     index.search(Q[:10], k)
@@ -129,10 +132,10 @@ def run_one(cfg):
             # a memory-mapped index has read-only arrays, for which numba compiles (once, cached on
             # disk) a variant of the search kernels: do that on a small file first, so that the
             # first query below measures paging in, not compiling
-            small = os.path.join(tmp, "small.hypann")
-            hypann.HyperbolicIndex(**settings).build(X[:2000]).save(small)
+            small_path = os.path.join(tmp, "small.hypann")
+            small.save(small_path)
             t0 = time.perf_counter()
-            hypann.load(small, mmap=True).search(Q[:1], k)
+            hypann.load(small_path, mmap=True).search(Q[:1], k)
             out["mmap_small_first_query_s"] = time.perf_counter() - t0
         before = rss_bytes()
         if has_mmap:
@@ -211,7 +214,7 @@ def report(rows, name, args):
                        "memory slope": slope(ns, [r["rss_index_mb"] for r in rs]),
                        "1/batch q/s slope": slope(ns, [1 / r["batch_qps"] for r in rs])})
     columns = ["method", "model", "d", "n", "storage", "build_s", "index_mb", "rss_index_mb", "peak_build_mb",
-               "raw_float32_mb", "file_mb", "batch_qps", "single_qps", "recall", "mmap_open_s", "mmap_rss_mb",
+               "raw_float32_mb", "file_mb", "batch_qps", "single_qps", "recall", "ef", "mmap_open_s", "mmap_rss_mb",
                "mmap_first_query_s", "speedup_2v1", "build_speedup_2v1"]
     good.sort(key=lambda r: (r["model"], r["d"], r["method"], r["storage"], r["n"]))
     print()
@@ -256,8 +259,7 @@ def main(argv=None):
                 if "error" not in r:
                     merged[(r["method"], r["model"], r["d"], r["n"], r["storage"])] = dict(
                         r, source=os.path.basename(path), source_git_sha=earlier.get("git_sha"))
-        report(list(merged.values()), "scaling" + (f"_{args.tag}" if args.tag else "_combined"),
-               dict(vars(args)))
+        report(list(merged.values()), "scaling" + (f"_{args.tag}" if args.tag else "_combined"), vars(args))
         return 0
     if args.one:
         print("RESULT " + json.dumps(run_one(json.loads(args.one))), flush=True)

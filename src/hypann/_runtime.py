@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 import logging
 import os
 import threading
@@ -29,7 +30,18 @@ _NOTICE_SHOWN = False
 SERIAL_MAX_QUERIES = 1
 
 
-_LIBC_TRIM = None  # glibc's malloc_trim once looked up; False where there is none
+@functools.cache
+def _malloc_trim():
+    """glibc's ``malloc_trim`` as a ctypes function, or ``None`` where the C library has none."""
+    name = ctypes.util.find_library("c")
+    try:
+        trim = ctypes.CDLL(name).malloc_trim if name else None
+    except (OSError, AttributeError):
+        return None
+    if trim is not None:
+        trim.argtypes = [ctypes.c_size_t]
+        trim.restype = ctypes.c_int
+    return trim
 
 
 def release_freed_heap():
@@ -41,21 +53,10 @@ def release_freed_heap():
     next phase's peak. Builds call this between phases. Returns whether a
     trim ran.
     """
-    global _LIBC_TRIM
-    if _LIBC_TRIM is None:
-        _LIBC_TRIM = False
-        name = ctypes.util.find_library("c")
-        try:
-            trim = ctypes.CDLL(name).malloc_trim if name else None
-        except (OSError, AttributeError):
-            trim = None
-        if trim is not None:
-            trim.argtypes = [ctypes.c_size_t]
-            trim.restype = ctypes.c_int
-            _LIBC_TRIM = trim
-    if _LIBC_TRIM is False:
+    trim = _malloc_trim()
+    if trim is None:
         return False
-    _LIBC_TRIM(0)
+    trim(0)
     return True
 
 

@@ -1052,7 +1052,7 @@ class HyperbolicGraphIndex:
         else:
             bridge_i = np.full((n, 0), -1, dtype=dtype)
         del comp
-        release_freed_heap()  # the rebuilt trees and the bridges' deltas
+        release_freed_heap()  # the components' labels and, with bridges, the rebuilt trees and their deltas
         self.neighbors_ = _search_graph(points, conformal, row_i, bridge_i, D, max(1, D // 2))
         del row_i, bridge_i
         release_freed_heap()
