@@ -45,7 +45,7 @@ WORDNET_POINTS = 82_115
 def graph_rows(problem, efs, repeats, seed=0):
     """Build with defaults (threads as set by the caller), then time queries on one thread."""
     t0 = time.perf_counter()
-    index = HyperbolicGraphIndex(random_state=seed).build(problem.base, problem.base_conformal)
+    index = HyperbolicGraphIndex(random_state=seed).build(problem.base, problem.base_conformal, in_place=True)
     build_s = time.perf_counter() - t0
     numba.set_num_threads(1)
     rows = []
@@ -68,7 +68,7 @@ def build_times(problem, threads=(1, 2), seed=0):
     for t in threads:
         numba.set_num_threads(t)
         t0 = time.perf_counter()
-        HyperbolicGraphIndex(random_state=seed).build(problem.base, problem.base_conformal)
+        HyperbolicGraphIndex(random_state=seed).build(problem.base, problem.base_conformal, in_place=True)
         out[f"graph_build_s_{t}thr"] = time.perf_counter() - t0
         t0 = time.perf_counter()
         index = NNDescent(base, metric=peers._PYNND_METRIC, n_neighbors=30, random_state=0, n_jobs=t)

@@ -229,3 +229,17 @@ def test_delta4_below_is_delta_row_or_proves_it_is_not_below_for_each_row(d, see
                 assert got[r] == full[r]
     np.testing.assert_array_equal(
         _kernels.delta4_below(q, cq, X[0], cx[0], X[1], cx[1], X[2], cx[2], X[3], cx[3], np.inf), full)
+
+
+@pytest.mark.kernels
+@given(n=st.integers(0, 40), d=st.integers(1, 5), seed=st.integers(0, 2**32 - 1),
+       dtype=st.sampled_from([np.float64, np.float32, np.int32]))
+def test_gather_rows_in_place_equals_fancy_indexing(n, d, seed, dtype):
+    rng = np.random.default_rng(seed)
+    rows = (rng.normal(size=(n, d)) * 100).astype(dtype)
+    conformal = rng.uniform(size=n)
+    perm = rng.permutation(n)
+    want_rows, want_conformal = rows[perm], conformal[perm]
+    _kernels.gather_points_in_place(rows, conformal, perm)
+    np.testing.assert_array_equal(rows, want_rows)
+    np.testing.assert_array_equal(conformal, want_conformal)

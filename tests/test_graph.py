@@ -111,6 +111,45 @@ def test_build_is_deterministic_for_a_seed_and_the_thread_count(mixture, mixture
     assert not np.array_equal(other.neighbors_, mixture_index.neighbors_)
 
 
+def test_build_in_leaf_order_restores_the_points_and_gives_input_row_ids(mixture, mixture_index):
+    """The graph is built over the points in tree-leaf order, in place or on a copy: the same graph,
+    the caller's arrays back in their order bit for bit, and neighbour rows of input rows."""
+    X, cx, _, _ = mixture
+    X_own, cx_own = X.copy(), cx.copy()
+    in_place = HyperbolicGraphIndex(random_state=0).build(X_own, cx_own, in_place=True)
+    np.testing.assert_array_equal(X_own, X)
+    np.testing.assert_array_equal(cx_own, cx)
+    assert in_place.points_ is X_own
+    np.testing.assert_array_equal(in_place.neighbors_, mixture_index.neighbors_)
+    frozen_X, frozen_cx = X.copy(), cx.copy()
+    frozen_X.flags.writeable = frozen_cx.flags.writeable = False  # in_place asked, a copy used
+    np.testing.assert_array_equal(HyperbolicGraphIndex(random_state=0).build(frozen_X, frozen_cx,
+                                                                             in_place=True).neighbors_,
+                                  mixture_index.neighbors_)
+    # row p lists points near X[p]: its k-NN part (after any bridges) is nearest first from p
+    nb = mixture_index.neighbors_
+    for p in range(0, len(X), 97):
+        ids = nb[p][nb[p] >= 0][:24]
+        d = delta_to_candidates(X[p:p + 1], cx[p:p + 1], X, cx, ids[None, :].astype(np.int64))[0]
+        true_d = brute_knn_delta(X[p:p + 1], cx[p:p + 1], X, cx, 25)[1][0, 1:]
+        assert np.median(d) <= 2 * np.median(true_d)
+
+
+def test_build_in_place_restores_the_points_after_an_error(mixture, monkeypatch):
+    X, cx, _, _ = mixture
+    X_own, cx_own = X.copy(), cx.copy()
+
+    def fail(points, *args):
+        assert not np.array_equal(points, X)  # reordered while the graph is built
+        raise MemoryError("no room")
+
+    monkeypatch.setattr(knn_graph, "_build_search_graph", fail)
+    with pytest.raises(MemoryError, match="no room"):
+        HyperbolicGraphIndex(random_state=0).build(X_own, cx_own, in_place=True)
+    np.testing.assert_array_equal(X_own, X)
+    np.testing.assert_array_equal(cx_own, cx)
+
+
 def test_save_load_and_pickle_roundtrip(mixture, mixture_index, tmp_path):
     _, _, Q, cq = mixture
     np.savez(tmp_path / "graph.npz", **mixture_index.to_arrays())

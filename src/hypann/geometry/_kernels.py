@@ -399,3 +399,39 @@ def delta_pairs(Q, cq, X, cx, rows, ids):
         j = ids[t]
         out[t] = delta_row(Q[i], cq[i], X[j], cx[j])
     return out
+
+
+# --------------------------------------------------------------------------- reordering in place
+
+
+@nb.njit(cache=True)
+def gather_rows_in_place(rows, perm):
+    """``rows[t] = old rows[perm[t]]`` for every ``t``, in place (``rows`` 2-D, any dtype).
+
+    Follows the cycles of the permutation ``perm`` (one saved row per cycle,
+    one flag per row), so a structure can reorder an array its caller owns
+    instead of making a second copy of it. ``perm`` must be a permutation of
+    ``0 .. n-1`` (callers pass one they built).
+    """
+    n = rows.shape[0]
+    done = np.zeros(n, dtype=np.bool_)
+    row = np.empty(rows.shape[1], dtype=rows.dtype)
+    for i in range(n):
+        if done[i]:
+            continue
+        row[:] = rows[i]
+        j = i
+        while True:
+            done[j] = True
+            k = perm[j]
+            if k == i:
+                rows[j] = row
+                break
+            rows[j] = rows[k]
+            j = k
+
+
+def gather_points_in_place(points, conformal, perm):
+    """:func:`gather_rows_in_place` of ``points`` (n, d) and their ``conformal`` (n,) by the same ``perm``."""
+    gather_rows_in_place(points, perm)
+    gather_rows_in_place(conformal[:, None], perm)  # a view: the writes reach ``conformal``

@@ -134,11 +134,11 @@ class GraphSearch(SearchAlgorithm):
             # the index hands over arrays it owns: the tree takes them over in its order and
             # the graph refers to that single copy (its ids are then tree positions)
             self.tree_ = HyperbolicKDTree(leaf_size=self.tree_leaf_size).build(points, conformal, in_place=True)
-            self.graph_.build(self.tree_.points_, self.tree_.conformal_)
+            self.graph_.build(self.tree_.points_, self.tree_.conformal_, in_place=True)
             self.graph_in_tree_order_ = True
             self.points_ = self.conformal_ = None
         else:
-            self.graph_.build(points, conformal)
+            self.graph_.build(points, conformal, in_place=True)  # reordered while it runs, then restored
 
     @property
     def supports_radius(self):

@@ -129,8 +129,8 @@ import numpy as np
 from hypann import _progress as progress
 from hypann._runtime import SERIAL_MAX_QUERIES, VisitedMarks, release_freed_heap
 from hypann._validation import check_positive_int, check_real, check_stored_points, check_stored_queries
-from hypann.geometry._kernels import (brute_knn_delta, delta4_below, delta_row, delta_row_below, insert_sorted,
-                                     sq_dist_row)
+from hypann.geometry._kernels import (brute_knn_delta, delta4_below, delta_row, delta_row_below, gather_points_in_place,
+                                      gather_rows_in_place, insert_sorted, sq_dist_row)
 from hypann.graph.partition_tree import build_forest, build_tree, forest_index_dtype, mix_seed, split_key, splitmix64
 from hypann.graph.vamana import GraphSearchResult, _list_offer
 from hypann.metrics import recall_per_query
@@ -738,6 +738,44 @@ def _search_graph(points, conf, row_i, bridge_i, max_degree, max_copies):
     return nbrs
 
 
+def _build_search_graph(points, conf, K, D, n_trees, leaf_size, max_rounds, seed):
+    """The search graph of ``points`` (:func:`_search_graph` of the NN-descent graph, with bridges
+    between its components when it has several); returns ``(neighbours, number of components)``."""
+    n = points.shape[0]
+    dtype = forest_index_dtype(n)
+    row_i, _ = nn_descent(points, conf, K, n_trees=n_trees, leaf_size=leaf_size, max_candidates=min(K, MAX_CANDIDATES),
+                          max_rounds=max_rounds, tol=NN_DESCENT_TOL, seed=seed, return_deltas=False,
+                          index_dtype=dtype)
+    release_freed_heap()  # the rounds' keys, flags and candidate lists
+    comp = components(row_i)
+    n_comp = int(np.count_nonzero(comp == np.arange(n)))
+    if n_comp > 1:
+        # the trees that seeded NN-descent, rebuilt from their seeds (freed during the rounds)
+        leaf_ranges, orders = _forest(points, leaf_size, n_trees, seed, dtype)
+        bridge_i, _ = _bridges(points, conf, comp, leaf_ranges, orders, min(N_BRIDGES, D), 2 * leaf_size,
+                               np.uint64(seed))
+        del leaf_ranges, orders
+    else:
+        bridge_i = np.full((n, 0), -1, dtype=dtype)
+    del comp
+    release_freed_heap()  # the components' labels and, with bridges, the rebuilt trees and their deltas
+    nbrs = _search_graph(points, conf, row_i, bridge_i, D, max(1, D // 2))
+    del row_i, bridge_i
+    release_freed_heap()
+    return nbrs, n_comp
+
+
+@nb.njit(cache=True, parallel=True)
+def _positions_to_rows(nbrs, order):
+    """Replace every id ``v >= 0`` of ``nbrs`` by ``order[v]`` (tree position -> input row), in place."""
+    for p in nb.prange(nbrs.shape[0]):
+        for j in range(nbrs.shape[1]):
+            v = nbrs[p, j]
+            if v >= 0:
+                nbrs[p, j] = order[v]
+
+
+
 # --------------------------------------------------------------------------- search
 
 
@@ -1019,12 +1057,28 @@ class HyperbolicGraphIndex:
             raise ValueError(f"random_state must be a non-negative integer, got random_state={rs!r}")
         return K, D, ef, target
 
-    def build(self, points, conformal):
+    def build(self, points, conformal, *, in_place=False):
         """Build the graph on validated float64 or float32 ``points`` (n, d) with their stored ``conformal``.
 
         The index refers to ``points`` (no copy). Float32 points (float32
         storage) stay float32; every distance is computed in float64 from
         them and the float64 ``conformal``.
+
+        The graph is built over the points in the leaf order of the
+        entry-point tree (built first), so that points NN-descent compares
+        with each other lie near each other in memory (far fewer cache misses
+        on large data), and its ids are mapped back to input rows at the end.
+        The graph is a function of the seed and the points in their order.
+
+        Parameters
+        ----------
+        points, conformal : ndarray
+        in_place : bool, default False
+            Reorder ``points`` and ``conformal`` themselves while the graph
+            is built (when they are writeable); they are back in their order,
+            bit for bit, before this returns, also after an error. Otherwise
+            the build works on a reordered copy: one more copy of the points
+            while it runs.
 
         Returns
         -------
@@ -1035,29 +1089,29 @@ class HyperbolicGraphIndex:
         n = points.shape[0]
         seed = int(self.random_state) & 0xFFFFFFFFFFFFFFFF
         K = min(K, max(n - 1, 1))
-        dtype = forest_index_dtype(n)
-        row_i, _ = nn_descent(points, conformal, K, n_trees=self.n_trees, leaf_size=self.leaf_size,
-                              max_candidates=min(K, MAX_CANDIDATES),
-                              max_rounds=self.max_rounds, tol=NN_DESCENT_TOL, seed=seed, return_deltas=False,
-                              index_dtype=dtype)
-        release_freed_heap()  # the rounds' keys, flags and candidate lists
-        comp = components(row_i)
-        n_comp = int(np.count_nonzero(comp == np.arange(n)))
-        if n_comp > 1:
-            # the trees that seeded NN-descent, rebuilt from their seeds (freed during the rounds)
-            leaf_ranges, orders = _forest(points, self.leaf_size, self.n_trees, seed, dtype)
-            bridge_i, _ = _bridges(points, conformal, comp, leaf_ranges, orders, min(N_BRIDGES, D),
-                                   2 * self.leaf_size, np.uint64(seed))
-            del leaf_ranges, orders
+        tree = build_tree(points, self.leaf_size, np.uint64(mix_seed(np.uint64(seed), 11, 0)))
+        order = tree[4]  # tree position -> input row, points of a leaf side by side
+        in_place = in_place and points.flags.writeable and conformal.flags.writeable
+        if in_place:
+            gather_points_in_place(points, conformal, order)
+            work, work_conformal = points, conformal
         else:
-            bridge_i = np.full((n, 0), -1, dtype=dtype)
-        del comp
-        release_freed_heap()  # the components' labels and, with bridges, the rebuilt trees and their deltas
-        self.neighbors_ = _search_graph(points, conformal, row_i, bridge_i, D, max(1, D // 2))
-        del row_i, bridge_i
+            work, work_conformal = points[order], conformal[order]
+        try:
+            self.neighbors_, n_comp = _build_search_graph(work, work_conformal, K, D, self.n_trees, self.leaf_size,
+                                                          self.max_rounds, seed)
+        finally:
+            inverse = np.empty(n, dtype=np.int64)
+            inverse[order] = np.arange(n)
+            if in_place:
+                gather_points_in_place(points, conformal, inverse)
+            del work, work_conformal
+        # graph ids and rows from tree positions back to input rows
+        _positions_to_rows(self.neighbors_, order)
+        gather_rows_in_place(self.neighbors_, inverse)
+        del inverse
         release_freed_heap()
         self.n_components_ = n_comp
-        tree = build_tree(points, self.leaf_size, np.uint64(mix_seed(np.uint64(seed), 11, 0)))
         self.tree_pivots_, self.tree_thresholds_, self.tree_children_, self.tree_ranges_, self.tree_order_ = tree
         self.points_ = points
         self.conformal_ = conformal

@@ -102,8 +102,8 @@ from hypann._validation import (
     state_error,
 )
 from hypann.geometry import _kernels
-from hypann.geometry._kernels import (ABANDON_STRIDE, delta4_below, delta_row, insert_sorted, insert_sorted_unique,
-                                     sq_dist_row)
+from hypann.geometry._kernels import (ABANDON_STRIDE, delta4_below, delta_row, gather_points_in_place, insert_sorted,
+                                      insert_sorted_unique, sq_dist_row)
 from hypann.oracles.base import EuclideanNeighbors, EuclideanOracle
 from hypann.oracles.registry import register_oracle
 
@@ -276,7 +276,7 @@ def _build_tree(points, conformal, leaf_size, top_depth):
     any ``top_depth`` and any number of threads.
 
     ``points`` is only read; the caller puts it in tree order (``points[perm]``,
-    or :func:`_gather_rows_in_place`). It may be float32 or float64: the boxes
+    or :func:`~hypann.geometry._kernels.gather_points_in_place`). It may be float32 or float64: the boxes
     keep that dtype (a box is the min / max of stored values, so it is exact in it).
     """
     n, d = points.shape
@@ -303,35 +303,6 @@ def _build_tree(points, conformal, leaf_size, top_depth):
         _build_subtree(points, conformal, leaf_size, perm, lo, hi, left, right, start, end, max_conf, depth_of,
                        frontier[f], -1, frontier[:0])
     return perm, lo, hi, left, right, start, end, max_conf, depth_of.max()
-
-
-@nb.njit(cache=True)
-def _gather_rows_in_place(points, conformal, perm):
-    """``points[t], conformal[t] = old points[perm[t]], old conformal[perm[t]]`` for all ``t``, in place.
-
-    Follows the cycles of the permutation ``perm`` (one saved row per cycle,
-    one flag per row), so the tree can take over an array its caller owns
-    instead of making a second copy of the points.
-    """
-    n = points.shape[0]
-    done = np.zeros(n, dtype=np.bool_)
-    row = np.empty(points.shape[1], dtype=points.dtype)
-    for i in range(n):
-        if done[i]:
-            continue
-        row[:] = points[i]
-        c = conformal[i]
-        j = i
-        while True:
-            done[j] = True
-            k = perm[j]
-            if k == i:
-                points[j] = row
-                conformal[j] = c
-                break
-            points[j] = points[k]
-            conformal[j] = conformal[k]
-            j = k
 
 
 # --------------------------------------------------------------------------- kernels
@@ -994,7 +965,7 @@ class HyperbolicKDTree:
             for a, b in zip((points, conformal), given))
         if reuse:
             points, conformal = given
-            _gather_rows_in_place(points, conformal, perm)
+            gather_points_in_place(points, conformal, perm)
             out["points"], out["conformal"] = points, conformal
         else:
             out["points"], out["conformal"] = points[perm], conformal[perm]
