@@ -12,7 +12,7 @@ import numpy as np
 from hypann import _validation as V
 from hypann import _progress as progress
 from hypann._runtime import SERIAL_MAX_QUERIES, check_n_jobs, notice_first_compile, numba_threads
-from hypann.geometry import _kernels
+from hypann.geometry.gram_scan import knn_delta_scan
 from hypann.geometry.poincare import delta_from_dist, dist_from_delta
 from hypann.oracles.base import EuclideanOracle
 from hypann.result import RangeSearchResult, SearchResult, SearchStats
@@ -527,8 +527,7 @@ class HyperbolicIndex:
         if rows.min(initial=0) >= 0:
             return rows, deltas
         short = np.flatnonzero((rows < 0).any(axis=1))
-        scan = _kernels.brute_knn_delta if short.size > SERIAL_MAX_QUERIES else _kernels.brute_knn_delta_serial
-        ids, exact = scan(np.ascontiguousarray(queries[short]), np.ascontiguousarray(q_conf[short]), self.points_,
+        ids, exact = knn_delta_scan(np.ascontiguousarray(queries[short]), np.ascontiguousarray(q_conf[short]), self.points_,
                           self.conformal_, k)
         rows = rows.copy()
         deltas = np.array(deltas, dtype=np.float64)

@@ -73,6 +73,14 @@ The design here
   a round changes fewer than ``0.001 n K`` entries. The build keeps int32
   ids and float32 keys (see "Memory of the build" below); the search graph
   is assembled with float64 deltas.
+* **Built in leaf order.** The entry-point tree (below) is built first, and
+  the graph is built over the points reordered into its leaf order (the
+  index's own arrays in place, put back afterwards; a copy otherwise), then
+  its ids are mapped back to input rows. NN-descent compares each point
+  with the neighbours of its neighbours, which then mostly lie in nearby
+  memory: on the Gaussian mixture (float32 storage, ``benchmarks/scaling.py``)
+  the build takes 46 s instead of 91 s at 10^6 10-D points and 61 s
+  instead of 88 s at 3·10^5 100-D points.
 * **Entry points from a partition tree, not one medoid.** A query descends
   the tree (two Euclidean distances per level, no conformal factor) to a
   leaf; the leaf's points (at most ``leaf_size``) and the pivots of the
@@ -129,8 +137,9 @@ import numpy as np
 from hypann import _progress as progress
 from hypann._runtime import SERIAL_MAX_QUERIES, VisitedMarks, release_freed_heap
 from hypann._validation import check_positive_int, check_real, check_stored_points, check_stored_queries
-from hypann.geometry._kernels import (brute_knn_delta, delta4_below, delta_row, delta_row_below, gather_points_in_place,
+from hypann.geometry._kernels import (delta4_below, delta_row, delta_row_below, gather_points_in_place,
                                       gather_rows_in_place, insert_sorted, sq_dist_row)
+from hypann.geometry.gram_scan import knn_delta_scan
 from hypann.graph.partition_tree import build_forest, build_tree, forest_index_dtype, mix_seed, split_key, splitmix64
 from hypann.graph.vamana import GraphSearchResult, _list_offer
 from hypann.metrics import recall_per_query
@@ -172,7 +181,10 @@ _STATE = ("points", "conformal", "neighbors", "tree_pivots", "tree_thresholds", 
 # sampling priorities are recomputed from a hash, never stored); the partition trees that seed
 # the rows (8 n_trees B/pt) are freed before the rounds and rebuilt (same seeds) only when the
 # graph needs bridges. The search graph is assembled from the ids alone (deltas recomputed in
-# float64), so the rows' keys are freed first.
+# float64), so the rows' keys are freed first. The entry-point tree (its leaf order, 8 B/pt, and
+# a node per leaf_size/2 points at most) is part of the final index and lives through the rounds;
+# the build in leaf order adds an inverse permutation (8 B/pt) at the end, and a reordered copy
+# of the points only when the caller's arrays may not be reordered in place.
 
 # Largest float32: the keys of the rows are float32(min(delta, this)), never inf.
 _KEY_MAX = float(np.finfo(np.float32).max)
@@ -943,7 +955,7 @@ def _search_serial(points, conf, nbrs, pivots, thresholds, children, ranges, ord
 
 def _leave_one_out_truth(points, conf, sample, k):
     """Exact ``k`` nearest ``delta`` of each sampled point among the *other* points (ascending)."""
-    ids, deltas = brute_knn_delta(points[sample], conf[sample], points, conf, k + 1)
+    ids, deltas = knn_delta_scan(points[sample], conf[sample], points, conf, k + 1)
     drop = ids == sample[:, None]
     missing = ~drop.any(axis=1)  # more than k+1 copies: self may be left out; drop the last
     drop[missing, k] = True

@@ -1,17 +1,25 @@
-"""Exact hyperbolic k-NN by brute force (numba, parallel over queries): the ground truth."""
+"""Exact hyperbolic k-NN by brute force (numba, parallel over queries; batches screened through a BLAS Gram
+product, :mod:`hypann.geometry.gram_scan`): the ground truth."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from hypann._runtime import SERIAL_MAX_QUERIES
 from hypann.geometry import _kernels
+from hypann.geometry.gram_scan import knn_delta_scan
 from hypann.result import SearchStats
 from hypann.search.base import SearchAlgorithm, sort_ragged
 
 
 class BruteForceSearch(SearchAlgorithm):
     """Scan every point, rank by ``delta`` (direct differences, stored conformal factors).
+
+    A batch of :data:`~hypann.geometry.gram_scan.GRAM_MIN_QUERIES` queries or
+    more is scanned through Gram blocks (:func:`hypann.geometry.gram_scan.gram_knn_delta`):
+    rigorous bounds from a BLAS product leave out the points that cannot be
+    among the ``k`` nearest and the others get the exact ``delta``, so the
+    answer is the plain scan's bit for bit, several times faster from about
+    20 dimensions on.
 
     Budget: with a sample ``budget`` < n, scans only the first ``budget``
     points of a fixed random permutation drawn at build time (a uniform
@@ -31,14 +39,13 @@ class BruteForceSearch(SearchAlgorithm):
         n = self.points_.shape[0]
         m = queries.shape[0]
         stats = SearchStats.zeros(m)
-        scan = _kernels.brute_knn_delta if m > SERIAL_MAX_QUERIES else _kernels.brute_knn_delta_serial
         if budget is not None and budget < n:
             sub = np.sort(self._perm[: max(budget, 1)])
-            ids, deltas = scan(queries, q_conformal, self.points_[sub], self.conformal_[sub], k)
+            ids, deltas = knn_delta_scan(queries, q_conformal, self.points_[sub], self.conformal_[sub], k)
             ids = np.where(ids >= 0, sub[np.maximum(ids, 0)], -1)
             stats.samples[:] = len(sub)
         else:
-            ids, deltas = scan(queries, q_conformal, self.points_, self.conformal_, k)
+            ids, deltas = knn_delta_scan(queries, q_conformal, self.points_, self.conformal_, k)
             stats.samples[:] = n
         stats.rounds[:] = 1
         return ids, deltas, stats

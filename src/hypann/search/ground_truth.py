@@ -3,8 +3,9 @@
 In the search layer so that the data sets (:mod:`hypann.datasets`) and the evaluation
 (:mod:`hypann.eval`, which re-exports it) share it without importing each other.
 
-Queries are processed in chunks through the parallel numba kernel
-:func:`hypann.geometry._kernels.brute_knn_delta`, which ranks by the monotone
+Queries are processed in chunks through the exact batch scan
+:func:`hypann.geometry.gram_scan.knn_delta_scan` (the same answer as the
+numba scan :func:`hypann.geometry._kernels.brute_knn_delta`), which ranks by the monotone
 surrogate ``delta = |q-x|^2 / ((1-|q|^2)(1-|x|^2))`` formed from explicit
 differences and the stored (compensated) conformal factors; only the ``k``
 winners are converted to distances ``2 asinh(sqrt(delta))``. Ties are broken by
@@ -19,7 +20,7 @@ import numpy as np
 
 from hypann import _progress as progress
 from hypann._validation import check_k, check_points, check_positive_int
-from hypann.geometry import _kernels
+from hypann.geometry.gram_scan import knn_delta_scan
 from hypann.geometry.poincare import dist_from_delta
 
 __all__ = ["exact_knn"]
@@ -88,7 +89,7 @@ def exact_knn(queries, points, k, *, q_conformal=None, x_conformal=None, chunk=_
     with progress.task("exact k-NN", total=m, unit="q", delay=GROUND_TRUTH_PROGRESS_DELAY):
         for start in range(0, m, chunk):
             stop = min(m, start + chunk)
-            ids[start:stop], deltas[start:stop] = _kernels.brute_knn_delta(Q[start:stop], cq[start:stop], X, cx, k)
+            ids[start:stop], deltas[start:stop] = knn_delta_scan(Q[start:stop], cq[start:stop], X, cx, k)
             logger.debug("exact_knn: %d/%d queries", stop, m)
             progress.advance(stop - start)
     return ids, dist_from_delta(deltas)

@@ -109,6 +109,7 @@ from hypann.geometry.bands import (
     shell_of,
     shell_radii,
 )
+from hypann.geometry.gram_scan import knn_delta_scan
 from hypann.geometry.poincare import dist_from_delta, euclidean_ball_from_delta
 from hypann.oracles.brute import BruteForceOracle
 from hypann.oracles.lsh import (
@@ -245,7 +246,7 @@ class SphericalShellSearch(SearchAlgorithm):
             shell[ids] = b
         if k >= 1:
             sid = np.sort(rng.choice(n, min(int(template.sample_size), n), replace=False))
-            nn_ids, nn_d = _kernels.brute_knn_delta(points[sid], conformal[sid], points, conformal, k + 1)
+            nn_ids, nn_d = knn_delta_scan(points[sid], conformal[sid], points, conformal, k + 1)
             # drop the sampled point itself (or, when duplicates pushed it out, the last)
             is_self = nn_ids == sid[:, None]
             drop = np.where(is_self.any(axis=1), np.argmax(is_self, axis=1), k)

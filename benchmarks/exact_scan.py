@@ -1,0 +1,109 @@
+"""The exact scan with and without the Gram screen, by data family, dimension and batch size.
+
+For each family of :mod:`hypann.datasets.families` and dimension, ``--n``
+base points and the largest batch of held-out queries (same generator),
+k = 10, one thread (numba and BLAS), the median over ``--repeats`` of:
+
+* numpy float64 brute force (:func:`hypann.eval.numpy_brute.numpy_brute_knn`)
+  on ``--brute-queries`` queries: the baseline of every "x";
+* the plain numba scan (:func:`hypann.geometry._kernels.brute_knn_delta`);
+* the Gram-screened scan (:func:`hypann.geometry.gram_scan.gram_knn_delta`),
+  with the points it evaluated exactly per query;
+
+for every batch size of ``--batches`` (queries per call; the calls cover
+the same queries). Both scans are checked to return the same ids and
+deltas. Prints a markdown table and writes ``results/exact_scan.json``.
+``hypann.geometry.gram_scan.GRAM_MIN_QUERIES`` is the batch size from which
+the screen is used.
+
+Usage::
+
+    python benchmarks/exact_scan.py
+    python benchmarks/exact_scan.py --n 100000 --dims 10,100 --batches 1,8,256
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numba
+import numpy as np
+from threadpoolctl import threadpool_limits
+
+from _common import family_arguments, markdown_table, median_time, write_json
+from hypann.datasets.base import holdout_split
+from hypann.datasets.families import FAMILIES, make_family
+from hypann.eval.numpy_brute import numpy_brute_knn
+from hypann.geometry._kernels import brute_knn_delta, brute_knn_delta_serial, conformal_factor
+from hypann.geometry.gram_scan import gram_knn_delta
+
+K = 10
+
+
+def in_calls(fn, Q, cq, batch):
+    """``fn`` over ``Q`` in calls of ``batch`` queries; returns the stacked ``(ids, deltas)``."""
+    parts = [fn(Q[s:s + batch], cq[s:s + batch]) for s in range(0, len(Q), batch)]
+    return np.vstack([p[0] for p in parts]), np.vstack([p[1] for p in parts])
+
+
+def run_case(name, dim, args):
+    n = min(args.n, 82_115 - args.queries) if name == "wordnet_nouns" else args.n
+    points = make_family(name, n + args.queries, dim, seed=args.seed)
+    base_ids, query_ids = holdout_split(len(points), args.queries, seed=args.seed)
+    X, Q = np.ascontiguousarray(points[base_ids]), np.ascontiguousarray(points[query_ids])
+    cx, cq = conformal_factor(X), conformal_factor(Q)
+    nbq = min(args.brute_queries, args.queries)
+    brute_s, _ = median_time(lambda: numpy_brute_knn(Q[:nbq], X, K), repeats=1, warmup=0)
+    brute_qps = nbq / brute_s
+    rows = []
+    for batch in args.batch_sizes:
+        plain = brute_knn_delta_serial if batch == 1 else brute_knn_delta
+
+        def run_plain(batch=batch, plain=plain):
+            return in_calls(lambda q, c: plain(q, c, X, cx, K), Q, cq, batch)
+
+        def run_gram(batch=batch):
+            return in_calls(lambda q, c: gram_knn_delta(q, c, X, cx, K), Q, cq, batch)
+
+        run_plain(), run_gram()  # compile / warm
+        plain_s, want = median_time(run_plain, repeats=args.repeats, warmup=0)
+        gram_s, got = median_time(run_gram, repeats=args.repeats, warmup=0)
+        if not (np.array_equal(want[0], got[0]) and np.array_equal(want[1], got[1])):
+            raise AssertionError(f"{name} {dim}-D batch {batch}: the Gram scan differs from the plain scan")
+        evaluated = gram_knn_delta(Q[:batch], cq[:batch], X, cx, K, return_evaluated=True)[2]
+        row = {"family": name, "dim": dim, "n": n, "batch": batch, "brute_qps": brute_qps,
+               "plain_x": len(Q) / plain_s / brute_qps, "gram_x": len(Q) / gram_s / brute_qps,
+               "gram_over_plain": plain_s / gram_s, "evaluated_per_query": float(np.median(evaluated))}
+        print(f"{name:18s} {dim:3d}-D batch {batch:4d}: plain {row['plain_x']:7.1f}x, gram {row['gram_x']:7.1f}x "
+              f"brute ({row['gram_over_plain']:.2f}x plain), {row['evaluated_per_query']:.0f} evaluated a query",
+              flush=True)
+        rows.append(row)
+    return rows
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    family_arguments(ap, n=20_000, queries=256, brute_queries=50, repeats=3)
+    ap.add_argument("--dims", default="10,32,100")
+    ap.add_argument("--batches", default="1,2,4,8,16,256", help="queries per call, comma-separated")
+    args = ap.parse_args(argv)
+    args.batch_sizes = [int(b) for b in args.batches.split(",")]
+    numba.set_num_threads(1)
+    rows = []
+    t0 = time.perf_counter()
+    with threadpool_limits(1):
+        for dim in (int(d) for d in args.dims.split(",")):
+            for name in args.families.split(","):
+                dims = FAMILIES[name].dims
+                if dims is not None and dim not in dims:
+                    continue
+                rows += run_case(name, dim, args)
+    columns = ["family", "dim", "n", "batch", "brute_qps", "plain_x", "gram_x", "gram_over_plain",
+               "evaluated_per_query"]
+    print(markdown_table(rows, columns))
+    write_json("exact_scan.json", {"args": vars(args), "seconds": time.perf_counter() - t0, "rows": rows})
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,192 @@
+"""Exact k-NN scans by ``delta`` for batches of queries: a BLAS Gram product screens, ``delta_row`` decides.
+
+:func:`hypann.geometry._kernels.brute_knn_delta` evaluates
+``delta(q, x) = |q-x|^2 / ((1-|q|^2)(1-|x|^2))`` from explicit differences
+for every pair, one dependent chain of additions per pair.
+:func:`knn_delta_scan` returns the same ids and the same deltas, bit for
+bit, but computes most pairs through the Gram matrix ``G = Q X^T`` of a block
+of queries and a block of points (one BLAS ``dgemm``, float64):
+
+.. math::
+
+    \\tilde s = |q|^2 + |x|^2 - 2\\, q \\cdot x ,
+    \\qquad |\\tilde s - |q-x|^2| \\le e = 2 \\mu\\, (|q|^2 + |x|^2) ,
+
+with ``mu = 2 (d + 16) u`` and ``u = 2^-53``. The forward error of each dot
+product in any summation order is at most ``gamma_d = d u / (1 - d u)``
+times the sum of the products' magnitudes (Higham, *Accuracy and Stability
+of Numerical Algorithms*, 3.1), and ``|q . x| <= (|q|^2 + |x|^2) / 2``, so
+``|s~ - |q-x|^2| <= (2 d + 4) u (|q|^2 + |x|^2)`` to first order: ``e``
+holds it twice over. ``delta_row``'s own value (explicit differences, a
+serial sum, one division) is within a factor ``1 +- gamma_{d+4}`` of the
+exact ``|q-x|^2 / (c_q c_x)``. Hence
+
+.. math::
+
+    L = (\\tilde s - e)(1 - \\mu) / (c_q c_x) \\;\\le\\;
+    \\texttt{delta\\_row}(q, x) \\;\\le\\;
+    U = (\\tilde s + e)(1 + \\mu) / (c_q c_x)
+
+(``mu`` also covers the few roundings of forming ``L`` and ``U``). The
+points go in index order. Each query keeps the ``k`` smallest ``U`` seen;
+their largest, ``tau``, is at least the ``k``-th smallest ``delta_row``
+among them, so at least the final ``k``-th ``delta``. A point with
+``L > tau`` has ``delta_row > tau`` and cannot be among the ``k`` nearest
+(nor tie with the ``k``-th); every other point gets its ``delta_row``, which
+is offered to the top-k list in index order exactly as the full scan offers
+it. So the result is the full scan's, ties included.
+
+The screen removes all but about ``k log(n/k)`` points per query (the
+records of a running minimum) plus the points within the bounds' width of
+the ``k``-th: on the data families about 50-200 of 20,000. Near the
+boundary the bounds widen (``e`` is an absolute error, divided by
+``c_q c_x``), so more points are evaluated exactly; the answer does not
+change. A ``nan`` or ``inf`` bound (a conformal factor below about
+``1e-308``) makes the point be evaluated.
+
+BLAS runs with as many threads as numba has (:func:`numba.get_num_threads`),
+so ``n_jobs`` bounds both. The product pays off from a few queries at a time
+in every dimension (it replaces ``d`` dependent additions per pair with a
+blocked matrix product); single queries keep the plain scan.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numba as nb
+import numpy as np
+
+from hypann._runtime import SERIAL_MAX_QUERIES
+from hypann.geometry._kernels import brute_knn_delta, brute_knn_delta_serial, delta_row, insert_sorted
+
+#: Smallest batch scanned through the Gram product; smaller ones use the plain scan.
+GRAM_MIN_QUERIES = 8
+#: Queries per block (the rows of one ``dgemm``).
+QUERY_BLOCK = 256
+#: Points per block: a block of ``QUERY_BLOCK x POINT_BLOCK`` float64 products is 8 MB.
+POINT_BLOCK = 4096
+_UNIT_ROUNDOFF = 2.0**-53
+#: An absolute floor of ``e``: the error of products that underflow (at most ``d 2^-1074``).
+_TINY = 1e-290
+
+
+def gram_margin(dim: int) -> float:
+    """``mu = 2 (d + 16) u``: the relative margin of the bounds (module docstring)."""
+    return 2.0 * (dim + 16) * _UNIT_ROUNDOFF
+
+
+@functools.cache
+def _blas_controller():
+    from threadpoolctl import ThreadpoolController
+
+    return ThreadpoolController()
+
+
+@nb.njit(cache=True, inline="always")
+def _offer_bound(ub, up):
+    """Insert ``up`` into the ascending list ``ub`` of the ``k`` smallest upper bounds (dropping the last)."""
+    p = ub.shape[0] - 1
+    while p > 0 and ub[p - 1] > up:
+        ub[p] = ub[p - 1]
+        p -= 1
+    ub[p] = up
+
+
+@nb.njit(cache=True, parallel=True)
+def _fold_block(G, Q, cq, qn, X, cx, xn, inv_cx, first, margin, ub, out_d, out_i, evaluated):
+    """Fold the products ``G`` (queries x points ``first, first + 1, ...``) into each query's lists.
+
+    ``ub[i]``: the ``k`` smallest upper bounds so far; ``out_d[i]``/``out_i[i]``:
+    the top-k by ``delta_row``; ``evaluated[i]`` counts the exact evaluations.
+    Rows are independent (one query each).
+    """
+    m, width = G.shape
+    k = ub.shape[1]
+    e_factor = 2.0 * margin
+    for i in nb.prange(m):
+        qi = qn[i]
+        inv_cq = 1.0 / cq[i]
+        up_factor = (1.0 + margin) * inv_cq
+        low_factor = (1.0 - margin) * inv_cq
+        ubi = ub[i]
+        tau = ubi[k - 1]
+        for t in range(width):
+            j = first + t
+            xj = xn[j]
+            s = qi + xj - 2.0 * G[i, t]
+            e = e_factor * (qi + xj) + _TINY
+            w = inv_cx[j]
+            up = (s + e) * up_factor * w
+            if up < tau:
+                _offer_bound(ubi, up)
+                tau = ubi[k - 1]
+            low = (s - e) * low_factor * w
+            if not low > tau:  # also for a nan bound
+                d = delta_row(Q[i], cq[i], X[j], cx[j])
+                evaluated[i] += 1
+                if d < out_d[i, k - 1]:
+                    insert_sorted(out_d[i], out_i[i], d, j)
+
+
+def _squared_norms(rows):
+    """``|x|^2`` of each row in float64 (any summation order: the bound allows it)."""
+    rows = np.asarray(rows, dtype=np.float64)
+    return np.einsum("ij,ij->i", rows, rows)
+
+
+def gram_knn_delta(Q, cq, X, cx, k, *, return_evaluated=False):
+    """Exact ``k`` smallest ``delta`` of each query against every row of ``X``, via Gram blocks.
+
+    Equal to :func:`hypann.geometry._kernels.brute_knn_delta` bit for bit
+    (ids, deltas, tie order); see the module docstring.
+
+    Parameters
+    ----------
+    Q : ndarray of shape (m, d), float64
+    cq : ndarray of shape (m,)
+        Stored conformal factors ``1-|q|^2``.
+    X : ndarray of shape (n, d), float64 or float32
+    cx : ndarray of shape (n,)
+    k : int, ``1 <= k``
+    return_evaluated : bool
+        Also return the number of points evaluated exactly per query.
+
+    Returns
+    -------
+    ids : ndarray of shape (m, k), int64
+    deltas : ndarray of shape (m, k), float64
+    """
+    m, d = Q.shape
+    n = X.shape[0]
+    out_i = np.full((m, k), -1, dtype=np.int64)
+    out_d = np.full((m, k), np.inf)
+    evaluated = np.zeros(m, dtype=np.int64)
+    if m and n:
+        margin = gram_margin(d)
+        qn = _squared_norms(Q)
+        xn = np.concatenate([_squared_norms(X[s:s + POINT_BLOCK]) for s in range(0, n, POINT_BLOCK)])
+        with np.errstate(divide="ignore"):
+            inv_cx = 1.0 / np.asarray(cx, dtype=np.float64)
+        with _blas_controller().limit(limits=nb.get_num_threads(), user_api="blas"):
+            for a in range(0, m, QUERY_BLOCK):
+                b = min(m, a + QUERY_BLOCK)
+                qa = np.ascontiguousarray(Q[a:b], dtype=np.float64)
+                ub = np.full((b - a, k), np.inf)
+                for s in range(0, n, POINT_BLOCK):
+                    block = np.asarray(X[s:s + POINT_BLOCK], dtype=np.float64)
+                    G = qa @ block.T
+                    _fold_block(G, qa, cq[a:b], qn[a:b], X, cx, xn, inv_cx, s, margin, ub, out_d[a:b], out_i[a:b],
+                                evaluated[a:b])
+    if return_evaluated:
+        return out_i, out_d, evaluated
+    return out_i, out_d
+
+
+def knn_delta_scan(Q, cq, X, cx, k):
+    """Exact k-NN by ``delta`` of a batch: :func:`gram_knn_delta` for :data:`GRAM_MIN_QUERIES` queries or
+    more, else the plain scan (serial for a few queries). The same result either way."""
+    m = Q.shape[0]
+    if m >= GRAM_MIN_QUERIES:
+        return gram_knn_delta(Q, cq, X, cx, k)
+    return brute_knn_delta_serial(Q, cq, X, cx, k) if m <= SERIAL_MAX_QUERIES else brute_knn_delta(Q, cq, X, cx, k)

@@ -1,0 +1,144 @@
+"""The exact batch scan through Gram blocks (hypann.geometry.gram_scan) equals the plain scan bit for bit."""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import hypann
+from hypann.datasets.families import make_family
+from hypann.geometry import gram_scan
+from hypann.geometry._kernels import brute_knn_delta, conformal_factor
+from tests.conftest import ball_points, deep_clusters, points_at_norm
+
+pytestmark = pytest.mark.kernels
+
+
+def _inside_after_rounding(X, storage):
+    """``X`` in ``storage``, rows pulled in (one float32 step at a time) until ``1-|x|^2 > 0`` as stored,
+    as float32 storage requires of its input."""
+    X = np.ascontiguousarray(X, dtype=storage)
+    for _ in range(64):
+        outside = ~(conformal_factor(X.astype(np.float64)) > 0.0)
+        if not outside.any():
+            return X
+        X[outside] *= storage(1.0 - 2.0**-23)
+    raise AssertionError("could not keep the rounded points inside the ball")
+
+
+def _same_as_plain_scan(Q, X, k, *, storage=np.float64):
+    X = _inside_after_rounding(X, storage)
+    cx = conformal_factor(X.astype(np.float64))
+    cq = conformal_factor(Q)
+    want = brute_knn_delta(Q, cq, X, cx, k)
+    ids, deltas, evaluated = gram_scan.gram_knn_delta(Q, cq, X, cx, k, return_evaluated=True)
+    np.testing.assert_array_equal(ids, want[0])
+    np.testing.assert_array_equal(deltas, want[1])
+    np.testing.assert_array_equal(gram_scan.knn_delta_scan(Q, cq, X, cx, k)[0], want[0])
+    return evaluated
+
+
+@pytest.fixture(scope="module")
+def small_blocks():
+    """Blocks of 3 queries and 7 points, so every test crosses many block edges."""
+    saved = gram_scan.QUERY_BLOCK, gram_scan.POINT_BLOCK
+    gram_scan.QUERY_BLOCK, gram_scan.POINT_BLOCK = 3, 7
+    yield
+    gram_scan.QUERY_BLOCK, gram_scan.POINT_BLOCK = saved
+
+
+@settings(deadline=None, max_examples=60)
+@given(n=st.integers(1, 60), m=st.integers(1, 12), d=st.integers(1, 40), k=st.integers(1, 12),
+       seed=st.integers(0, 2**32 - 1), min_conformal=st.sampled_from([1e-2, 1e-8, 1e-15]),
+       storage=st.sampled_from([np.float64, np.float32]))
+def test_random_points_down_to_the_boundary(small_blocks, n, m, d, k, seed, min_conformal, storage):
+    rng = np.random.default_rng(seed)
+    X = ball_points(rng, n, d, min_conformal=min_conformal)
+    Q = ball_points(rng, m, d, min_conformal=min_conformal)
+    _same_as_plain_scan(Q, X, min(k, n), storage=storage)
+
+
+@settings(deadline=None, max_examples=40)
+@given(n=st.integers(2, 50), m=st.integers(1, 10), d=st.integers(1, 12), k=st.integers(1, 10),
+       seed=st.integers(0, 2**32 - 1))
+def test_duplicates_ties_and_queries_on_points(small_blocks, n, m, d, k, seed):
+    """Exact copies (equal deltas: the lower index first) and queries equal to indexed points."""
+    rng = np.random.default_rng(seed)
+    base = ball_points(rng, max(1, n // 4), d, min_conformal=1e-6)
+    X = base[rng.integers(len(base), size=n)]
+    Q = np.vstack([X[rng.integers(n, size=m)], ball_points(rng, m, d, min_conformal=1e-6)])
+    _same_as_plain_scan(Q, X, min(k, n))
+
+
+@settings(deadline=None, max_examples=25)
+@given(seed=st.integers(0, 2**32 - 1), d=st.integers(2, 16))
+def test_deep_clusters_near_the_boundary(small_blocks, seed, d):
+    """Clusters at hyperbolic norms 20-37 (1-|x|^2 down to 3e-16): the bounds widen, the answer does not."""
+    rng = np.random.default_rng(seed)
+    X = deep_clusters(rng, 60, d)
+    Q = deep_clusters(rng, 9, d)
+    _same_as_plain_scan(Q, X, 10)
+
+
+def _tight_cluster(rng, n, d, h, scale):
+    """``n`` points within ``scale`` (Euclidean, 1e-14 to 1e-9) of one point at hyperbolic norm ``h``:
+    their ``|q-x|^2`` lie far below the Gram product's rounding error, so only the bounds keep the
+    answer exact."""
+    centre = points_at_norm(rng.normal(size=(1, d)), np.array([h]))[0]
+    offsets = rng.normal(size=(n, d)) * (scale * 10.0 ** rng.uniform(-5, 0, n))[:, None]
+    inward = centre - offsets * np.sign(offsets @ centre)[:, None]  # move towards the inside
+    return _inside_after_rounding(inward, np.float64)
+
+
+@settings(deadline=None, max_examples=25)
+@given(seed=st.integers(0, 2**32 - 1), d=st.integers(1, 16), h=st.floats(5.0, 30.0),
+       scale=st.sampled_from([1e-9, 1e-12]))
+def test_tight_clusters_below_the_products_rounding(small_blocks, seed, d, h, scale):
+    rng = np.random.default_rng(seed)
+    X = np.vstack([_tight_cluster(rng, 40, d, h, scale), ball_points(rng, 20, d)])
+    Q = np.vstack([_tight_cluster(np.random.default_rng(seed), 6, d, h, scale), X[:3]])
+    _same_as_plain_scan(Q, X, 10)
+
+
+def test_points_on_one_sphere_and_at_the_origin(small_blocks):
+    """Every point at the same hyperbolic norm (near-ties everywhere), plus the origin."""
+    rng = np.random.default_rng(3)
+    X = np.vstack([points_at_norm(rng.normal(size=(80, 5)), np.full(80, 30.0)), np.zeros((1, 5))])
+    Q = np.vstack([points_at_norm(rng.normal(size=(10, 5)), np.full(10, 30.0)), np.zeros((1, 5))])
+    _same_as_plain_scan(Q, X, 10)
+
+
+def test_the_screen_evaluates_few_points_on_clustered_data():
+    """The point of the scan: on a mixture, a small part of the points gets an exact evaluation."""
+    X = make_family("gaussian_mixture", 3000, 32, seed=0)
+    evaluated = _same_as_plain_scan(X[:40].copy(), X[40:].copy(), 10)
+    assert np.median(evaluated) < 0.1 * (len(X) - 40)
+
+
+def test_the_answer_does_not_depend_on_the_thread_count():
+    rng = np.random.default_rng(5)
+    X, Q = ball_points(rng, 500, 8), ball_points(rng, 40, 8)
+    cx, cq = conformal_factor(X), conformal_factor(Q)
+    threads = numba.get_num_threads()
+    try:
+        numba.set_num_threads(1)
+        one = gram_scan.gram_knn_delta(Q, cq, X, cx, 7)
+    finally:
+        numba.set_num_threads(threads)
+    two = gram_scan.gram_knn_delta(Q, cq, X, cx, 7)
+    for a, b in zip(one, two):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_brute_search_index_uses_it_and_stays_exact():
+    rng = np.random.default_rng(8)
+    X, Q = ball_points(rng, 700, 20, min_conformal=1e-10), ball_points(rng, 50, 20, min_conformal=1e-10)
+    index = hypann.HyperbolicIndex(algorithm="brute").build(X)
+    cx, cq = conformal_factor(X), conformal_factor(Q)
+    want_ids, want_d = brute_knn_delta(Q, cq, X, cx, 5)
+    got = index.search(Q, 5)
+    np.testing.assert_array_equal(got.indices, want_ids)
+    np.testing.assert_array_equal(got.distances, hypann.geometry.poincare.dist_from_delta(want_d))
