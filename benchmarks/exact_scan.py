@@ -102,7 +102,7 @@ def main(argv=None):
     columns = ["family", "dim", "n", "batch", "brute_qps", "plain_x", "gram_x", "gram_over_plain",
                "evaluated_per_query"]
     print(markdown_table(rows, columns))
-    write_json("exact_scan.json", {"args": vars(args), "seconds": time.perf_counter() - t0, "rows": rows})
+    write_json("exact_scan", {"args": vars(args), "seconds": time.perf_counter() - t0, "rows": rows})
 
 
 if __name__ == "__main__":

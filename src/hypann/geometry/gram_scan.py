@@ -45,9 +45,22 @@ change. A ``nan`` or ``inf`` bound (a conformal factor below about
 ``1e-308``) makes the point be evaluated.
 
 BLAS runs with as many threads as numba has (:func:`numba.get_num_threads`),
-so ``n_jobs`` bounds both. The product pays off from a few queries at a time
-in every dimension (it replaces ``d`` dependent additions per pair with a
-blocked matrix product); single queries keep the plain scan.
+so ``n_jobs`` bounds both. The product replaces ``d`` dependent additions per
+pair by a blocked matrix product, which pays off once a call holds enough
+queries: ``benchmarks/exact_scan.py`` (20,000 points of each data family,
+one thread, speed over the plain scan, ranges over the families):
+
+===== ========= ========= ========= ========= ========= =========
+dim   1 query   2         4         8         16        256
+===== ========= ========= ========= ========= ========= =========
+10    0.29-0.47 0.47-0.54 0.79-0.97 0.98-1.33 1.22-2.49 1.26-2.31
+32    0.83-1.01 0.84-1.22 1.56-2.03 1.59-2.57 3.05-3.32 3.10-4.83
+100   0.72-1.03 0.90-1.07 1.60-1.94 2.19-3.11 3.59-4.76 7.40-9.11
+===== ========= ========= ========= ========= ========= =========
+
+So :func:`knn_delta_scan` takes the product from ``m >= 4`` queries and
+``m d >= 160`` (16 queries at 10-D, 5 at 32-D, 4 from 40-D on) and the plain
+scan below.
 """
 
 from __future__ import annotations
@@ -60,8 +73,10 @@ import numpy as np
 from hypann._runtime import SERIAL_MAX_QUERIES
 from hypann.geometry._kernels import brute_knn_delta, brute_knn_delta_serial, delta_row, insert_sorted
 
-#: Smallest batch scanned through the Gram product; smaller ones use the plain scan.
-GRAM_MIN_QUERIES = 8
+#: Smallest batch scanned through the Gram product (with :data:`GRAM_MIN_WORK`); see the module docstring.
+GRAM_MIN_QUERIES = 4
+#: Smallest ``queries x dimension`` of a batch scanned through the Gram product.
+GRAM_MIN_WORK = 160
 #: Queries per block (the rows of one ``dgemm``).
 QUERY_BLOCK = 256
 #: Points per block: a block of ``QUERY_BLOCK x POINT_BLOCK`` float64 products is 8 MB.
@@ -184,9 +199,9 @@ def gram_knn_delta(Q, cq, X, cx, k, *, return_evaluated=False):
 
 
 def knn_delta_scan(Q, cq, X, cx, k):
-    """Exact k-NN by ``delta`` of a batch: :func:`gram_knn_delta` for :data:`GRAM_MIN_QUERIES` queries or
-    more, else the plain scan (serial for a few queries). The same result either way."""
-    m = Q.shape[0]
-    if m >= GRAM_MIN_QUERIES:
+    """Exact k-NN by ``delta`` of a batch: :func:`gram_knn_delta` from :data:`GRAM_MIN_QUERIES` queries and
+    ``m d >= GRAM_MIN_WORK`` on, else the plain scan (serial for one query). The same result either way."""
+    m, d = Q.shape
+    if m >= GRAM_MIN_QUERIES and m * d >= GRAM_MIN_WORK:
         return gram_knn_delta(Q, cq, X, cx, k)
     return brute_knn_delta_serial(Q, cq, X, cx, k) if m <= SERIAL_MAX_QUERIES else brute_knn_delta(Q, cq, X, cx, k)
