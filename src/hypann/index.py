@@ -527,8 +527,8 @@ class HyperbolicIndex:
         if rows.min(initial=0) >= 0:
             return rows, deltas
         short = np.flatnonzero((rows < 0).any(axis=1))
-        ids, exact = knn_delta_scan(np.ascontiguousarray(queries[short]), np.ascontiguousarray(q_conf[short]), self.points_,
-                          self.conformal_, k)
+        ids, exact = knn_delta_scan(np.ascontiguousarray(queries[short]), np.ascontiguousarray(q_conf[short]),
+                                    self.points_, self.conformal_, k)
         rows = rows.copy()
         deltas = np.array(deltas, dtype=np.float64)
         rows[short], deltas[short] = ids, exact

@@ -276,8 +276,9 @@ def _build_tree(points, conformal, leaf_size, top_depth):
     any ``top_depth`` and any number of threads.
 
     ``points`` is only read; the caller puts it in tree order (``points[perm]``,
-    or :func:`~hypann.geometry._kernels.gather_points_in_place`). It may be float32 or float64: the boxes
-    keep that dtype (a box is the min / max of stored values, so it is exact in it).
+    or :func:`~hypann.geometry._kernels.gather_points_in_place`). It may be
+    float32 or float64: the boxes keep that dtype (a box is the min / max of
+    stored values, so it is exact in it).
     """
     n, d = points.shape
     # Every split puts a multiple of leaf_size points on the left (see _split_count), so by
