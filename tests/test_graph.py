@@ -150,6 +150,36 @@ def test_build_in_place_restores_the_points_after_an_error(mixture, monkeypatch)
     np.testing.assert_array_equal(cx_own, cx)
 
 
+@pytest.mark.parametrize("dim", [3, 40])
+def test_nn_descent_step_four_at_a_time_makes_the_same_rows(dim):
+    """The pull step with four distances at a time (used from REFINE_BATCH_MIN_DIM dimensions on)
+    inserts exactly what the one-at-a-time step inserts, row by row, also with copies and half-full rows."""
+    rng = np.random.default_rng(dim)
+    n, K, C = 300, 8, 6
+    base = rng.uniform(-0.6, 0.6, (n // 3, dim)) / np.sqrt(dim)
+    X = np.ascontiguousarray(np.vstack([base, base, rng.uniform(-0.6, 0.6, (n - 2 * len(base), dim)) / np.sqrt(dim)]))
+    cx = conformal_factor(X)
+    new_i = rng.integers(-1, n, (n, C)).astype(np.int32)
+    old_i = rng.integers(-1, n, (n, C)).astype(np.int32)
+    rows = []
+    for step in (knn_graph._refine_row, knn_graph._refine_row_batched):
+        row_d = np.full((n, K), np.inf, dtype=np.float32)
+        row_i = np.full((n, K), -1, dtype=np.int32)
+        row_f = np.zeros((n, K), dtype=np.bool_)
+        seen = np.zeros(n, dtype=np.int32)
+        cand = np.empty(3 * C * C, dtype=np.int32)
+        changed = []
+        for rnd in range(2):  # the second pass starts from full rows: the early stop matters
+            for p in range(n):
+                extra = (cand,) if step is knn_graph._refine_row_batched else ()
+                changed.append(step(p, X, cx, new_i, old_i, row_d[p], row_i[p], row_f[p], seen,
+                                    rnd * n + p + 1, *extra))
+        rows.append((row_d, row_i, row_f, changed))
+    for a, b in zip(*rows):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    assert sum(rows[0][3]) > n  # rows were filled and changed
+
+
 def test_save_load_and_pickle_roundtrip(mixture, mixture_index, tmp_path):
     _, _, Q, cq = mixture
     np.savez(tmp_path / "graph.npz", **mixture_index.to_arrays())

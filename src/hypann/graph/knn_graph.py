@@ -442,6 +442,82 @@ def _refine_row(p, points, conf, new_i, old_i, row_d, row_i, row_f, seen, tag):
     return changed
 
 
+#: Dimension from which NN-descent evaluates its candidates four at a time (:func:`_refine_row`).
+REFINE_BATCH_MIN_DIM = 16
+
+
+@nb.njit(cache=True, inline="always")
+def _offer_to_row(d, v, row_d, row_i, row_f):
+    """Insert candidate ``v`` at ``delta`` ``d`` (``inf``: proved not to enter) into the row; 1 if it changed."""
+    if d < np.inf and _row_insert(row_d, row_i, row_f, _row_key(d), v):
+        return 1
+    return 0
+
+
+@nb.njit(cache=True, inline="always")
+def _pull_candidates(p, new_i, old_i, seen, tag, cand):
+    """The points NN-descent compares ``p`` with in a round, each once, into ``cand``; returns their number.
+
+    Every ``v`` in ``new[u]`` for ``u`` in ``new[p]`` or ``old[p]``, and every
+    ``v`` in ``old[u]`` for ``u`` in ``new[p]`` (each pair has at least one
+    new link, as in the local join), but ``p`` and points already met (marks
+    ``seen == tag``). Each of the ``C`` entries of ``new[p]`` gives at most
+    ``2 C`` ids and each of ``old[p]`` at most ``C``: ``cand`` holds
+    ``3 C^2``.
+    """
+    C = new_i.shape[1]
+    m = 0
+    seen[p] = tag
+    for side in range(2):
+        for a in range(C):
+            u = new_i[p, a] if side == 0 else old_i[p, a]
+            if u < 0:
+                continue
+            for lists in range(2 if side == 0 else 1):
+                for b in range(C):
+                    v = new_i[u, b] if lists == 0 else old_i[u, b]
+                    if v < 0 or seen[v] == tag:
+                        continue
+                    seen[v] = tag
+                    cand[m] = v
+                    m += 1
+    return m
+
+
+@nb.njit(cache=True)
+def _refine_row_batched(p, points, conf, new_i, old_i, row_d, row_i, row_f, seen, tag, cand):
+    """:func:`_refine_row` with the candidates (:func:`_pull_candidates`) four at a time.
+
+    Their distances are four independent sums
+    (:func:`~hypann.geometry._kernels.delta4_below`), each stopped early once
+    it is proved ``>=`` the row's worst key when the four were taken; that
+    key only falls while the four are offered in turn, so the insertions are
+    :func:`_refine_row`'s, in the same order. Faster from
+    :data:`REFINE_BATCH_MIN_DIM` dimensions on; in fewer, one sum at a time
+    wins (its early stop is tested at every coordinate).
+    """
+    K = row_d.shape[0]
+    q = points[p]
+    cq = conf[p]
+    m = _pull_candidates(p, new_i, old_i, seen, tag, cand)
+    changed = 0
+    t = 0
+    while t + 4 <= m:
+        v0, v1, v2, v3 = cand[t], cand[t + 1], cand[t + 2], cand[t + 3]
+        d0, d1, d2, d3 = delta4_below(q, cq, points[v0], conf[v0], points[v1], conf[v1], points[v2], conf[v2],
+                                      points[v3], conf[v3], np.float64(row_d[K - 1]))
+        changed += _offer_to_row(d0, v0, row_d, row_i, row_f)
+        changed += _offer_to_row(d1, v1, row_d, row_i, row_f)
+        changed += _offer_to_row(d2, v2, row_d, row_i, row_f)
+        changed += _offer_to_row(d3, v3, row_d, row_i, row_f)
+        t += 4
+    for s in range(t, m):
+        v = cand[s]
+        changed += _offer_to_row(delta_row_below(q, cq, points[v], conf[v], np.float64(row_d[K - 1])), v, row_d,
+                                 row_i, row_f)
+    return changed
+
+
 @nb.njit(cache=True, parallel=True)
 def _refine(points, conf, new_i, old_i, row_d, row_i, row_f, visit, seen):
     """One NN-descent round over all points (parallel blocks, each point writes its own row).
@@ -454,14 +530,20 @@ def _refine(points, conf, new_i, old_i, row_d, row_i, row_f, visit, seen):
     Returns the number of row insertions.
     """
     n = points.shape[0]
+    batched = points.shape[1] >= REFINE_BATCH_MIN_DIM
     n_chunks = (n + _CHUNK - 1) // _CHUNK
     counts = np.zeros(n_chunks, dtype=np.int64)
     for ch in nb.prange(n_chunks):
         mine = seen[nb.get_thread_id()]
+        cand = np.empty(3 * new_i.shape[1] ** 2, dtype=new_i.dtype)  # the bound of _pull_candidates
         c = 0
         for i in range(ch * _CHUNK, min(n, (ch + 1) * _CHUNK)):
             p = visit[i]
-            c += _refine_row(p, points, conf, new_i, old_i, row_d[p], row_i[p], row_f[p], mine, p + 1)
+            if batched:
+                c += _refine_row_batched(p, points, conf, new_i, old_i, row_d[p], row_i[p], row_f[p], mine, p + 1,
+                                         cand)
+            else:
+                c += _refine_row(p, points, conf, new_i, old_i, row_d[p], row_i[p], row_f[p], mine, p + 1)
         counts[ch] = c
     return counts.sum()
 
