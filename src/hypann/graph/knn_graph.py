@@ -72,7 +72,10 @@ The design here
   (:mod:`hypann.graph.partition_tree`; every pair sharing a leaf). Stops when
   a round changes fewer than ``0.001 n K`` entries. The build keeps int32
   ids and float32 keys (see "Memory of the build" below); the search graph
-  is assembled with float64 deltas.
+  is assembled with float64 deltas. From 16 dimensions on a point's
+  candidates are compared four at a time (the same rows): at 10^5 points
+  (``benchmarks/scaling.py``, float32 storage) the 100-D build takes 10.3 s
+  instead of 13.2 s, the 256-D Lorentz one 23.5 s instead of 24.4 s.
 * **Built in leaf order.** The entry-point tree (below) is built first, and
   the graph is built over the points reordered into its leaf order (the
   index's own arrays in place, put back afterwards; a copy otherwise), then
