@@ -467,8 +467,9 @@ def _pull_candidates(p, new_i, old_i, seen, tag, cand):
     ``seen == tag``). Each of the ``C`` entries of ``new[p]`` gives at most
     ``2 C`` ids and each of ``old[p]`` at most ``C``: ``cand`` holds
     ``3 C^2``. (:func:`_refine_row` walks the same lists but evaluates each
-    ``v`` as it meets it: gathering the ids first made the 10-D rounds about
-    1.4x slower, as the list reads no longer overlap the distance sums.)
+    ``v`` as it meets it: gathering the ids first made the rounds slower at
+    10-D in a profile, where the list reads then no longer overlap the
+    distance sums.)
     """
     C = new_i.shape[1]
     m = 0
