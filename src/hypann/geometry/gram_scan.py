@@ -38,7 +38,7 @@ it. So the result is the full scan's, ties included.
 
 The screen removes all but about ``k log(n/k)`` points per query (the
 records of a running minimum) plus the points within the bounds' width of
-the ``k``-th: on the data families about 50-200 of 20,000. Near the
+the ``k``-th: on the data families about 50-230 of 20,000. Near the
 boundary the bounds widen (``e`` is an absolute error, divided by
 ``c_q c_x``), so more points are evaluated exactly; the answer does not
 change. A ``nan`` or ``inf`` bound (a conformal factor below about
