@@ -133,7 +133,7 @@ def test_the_answer_does_not_depend_on_the_thread_count():
         np.testing.assert_array_equal(a, b)
 
 
-def test_brute_search_index_uses_it_and_stays_exact():
+def test_brute_search_answers_a_batch_exactly():
     rng = np.random.default_rng(8)
     X, Q = ball_points(rng, 700, 20, min_conformal=1e-10), ball_points(rng, 50, 20, min_conformal=1e-10)
     index = hypann.HyperbolicIndex(algorithm="brute").build(X)
