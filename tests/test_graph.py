@@ -135,7 +135,8 @@ def test_build_in_leaf_order_restores_the_points_and_gives_input_row_ids(mixture
         assert np.median(d) <= 2 * np.median(true_d)
 
 
-def test_build_in_place_restores_the_points_after_an_error(mixture, monkeypatch):
+@pytest.mark.parametrize("keep_order", [False, True])
+def test_build_in_place_restores_the_points_after_an_error(mixture, monkeypatch, keep_order):
     X, cx, _, _ = mixture
     X_own, cx_own = X.copy(), cx.copy()
 
@@ -145,9 +146,40 @@ def test_build_in_place_restores_the_points_after_an_error(mixture, monkeypatch)
 
     monkeypatch.setattr(knn_graph, "_build_search_graph", fail)
     with pytest.raises(MemoryError, match="no room"):
-        HyperbolicGraphIndex(random_state=0).build(X_own, cx_own, in_place=True)
+        HyperbolicGraphIndex(random_state=0).build(X_own, cx_own, in_place=True, keep_order=keep_order)
     np.testing.assert_array_equal(X_own, X)
     np.testing.assert_array_equal(cx_own, cx)
+
+
+@pytest.mark.parametrize("in_place", [False, True])
+def test_points_kept_in_leaf_order_give_the_same_graph_and_answers(mixture, mixture_index, in_place):
+    """``keep_order=True``: the same graph over the points in the entry tree's leaf order, and the
+    same search answers in input rows (the search visits the same points in the same order)."""
+    X, cx, Q, cq = mixture
+    X_own, cx_own = X.copy(), cx.copy()
+    kept = HyperbolicGraphIndex(random_state=0, ef=24).build(X_own, cx_own, in_place=in_place, keep_order=True)
+    plain = HyperbolicGraphIndex(random_state=0, ef=24).build(X, cx)
+    assert kept.in_leaf_order_ and not plain.in_leaf_order_
+    order = kept.tree_order_
+    np.testing.assert_array_equal(kept.points_, X[order])  # row t is input row order[t]
+    np.testing.assert_array_equal(kept.conformal_, cx[order])
+    if in_place:  # the caller's own arrays, reordered and kept
+        assert np.shares_memory(kept.points_, X_own) and np.shares_memory(kept.conformal_, cx_own)
+    else:  # a reordered copy; the caller's arrays untouched
+        np.testing.assert_array_equal(X_own, X)
+    np.testing.assert_array_equal(kept.points_in_input_order()[0], X)
+    np.testing.assert_array_equal(kept.points_in_input_order()[1], cx)
+    rows = np.where(kept.neighbors_ >= 0, order[np.maximum(kept.neighbors_, 0)], -1)
+    position = np.argsort(order)
+    np.testing.assert_array_equal(rows[position], plain.neighbors_)
+    for k, ef in ((1, None), (10, None), (10, 64)):
+        a, b = kept.search(Q, cq, k, ef=ef), plain.search(Q, cq, k, ef=ef)
+        np.testing.assert_array_equal(a.ids, b.ids)
+        np.testing.assert_array_equal(a.deltas, b.deltas)
+        np.testing.assert_array_equal(a.samples, b.samples)
+    back = HyperbolicGraphIndex.from_arrays(kept.to_arrays())
+    assert back.in_leaf_order_
+    np.testing.assert_array_equal(back.search(Q, cq, 10).ids, kept.search(Q, cq, 10).ids)
 
 
 @pytest.mark.parametrize("dim", [3, 40])

@@ -71,10 +71,11 @@ def test_one_copy_in_memory_and_file_and_identical_answers_after_load(data, buil
     index = built[storage, exact]
     def single_copy(ix):
         graph = ix.algorithm_.graph_
+        assert ix._points is None and ix._conformal is None
         if exact:  # the kd-tree holds the only copy, the graph refers to it
-            assert ix._points is None and graph.points_ is ix.algorithm_.tree_.points_
-        else:  # the graph refers to the index's copy
-            assert graph.points_ is ix._points
+            assert graph.points_ is ix.algorithm_.tree_.points_
+        else:  # the graph holds it, in leaf order
+            assert graph.in_leaf_order_ and ix.algorithm_.owns_points
 
     single_copy(index)
     path = tmp_path / "g.hypann"
@@ -82,7 +83,7 @@ def test_one_copy_in_memory_and_file_and_identical_answers_after_load(data, buil
     header, arrays = hio.read_raw(path)
     assert header["dtype"] == storage
     points = [name for name in arrays if name.endswith("points")]
-    assert points == (["state/tree.points"] if exact else ["points"])  # the points are saved once
+    assert points == (["state/tree.points"] if exact else ["state/points"])  # the points are saved once
     assert arrays[points[0]].dtype == np.dtype(storage)
     want = index.search(Q, 6)
     for mmap in (False, True):
@@ -94,11 +95,50 @@ def test_one_copy_in_memory_and_file_and_identical_answers_after_load(data, buil
         np.testing.assert_array_equal(got.distances, want.distances)
 
 
+def _input_order_file(index, tmp_path, name):
+    """``(header, arrays)`` of ``index`` saved as files were written before the graph kept its points in
+    leaf order: the points at the top level in input order, the graph's ids input rows, no flag."""
+    index.save(tmp_path / name)
+    header, arrays = hio.read_raw(tmp_path / name)
+    order = np.asarray(arrays.pop("state/tree_order"))
+    assert int(arrays.pop("state/leaf_order")) == 1
+    position = np.empty_like(order)
+    position[order] = np.arange(order.size)
+    nbrs = np.asarray(arrays.pop("state/neighbors"))
+    rows = np.where(nbrs >= 0, order[np.maximum(nbrs, 0)], -1).astype(nbrs.dtype)[position]
+    pivots = np.array(arrays.pop("state/tree_pivots"))
+    inner = pivots[:, 0] >= 0
+    pivots[inner] = order[pivots[inner]]
+    arrays["points"] = np.asarray(arrays.pop("state/points"))[position]
+    arrays["conformal"] = np.asarray(arrays.pop("state/conformal"))[position]
+    arrays.update({"state/neighbors": rows, "state/tree_pivots": pivots, "state/tree_order": order})
+    return header, arrays
+
+
+def test_older_file_in_input_order_still_loads_and_answers_alike(data, built, tmp_path):
+    """Files written before the leaf order: the same graph searched in input order gives the same answers
+    (ties in the search list are broken by insertion order, never by id)."""
+    X, Q = data
+    index = built["float64", False]
+    header, arrays = _input_order_file(index, tmp_path, "new.hypann")
+    hio.write_raw(tmp_path / "old.hypann", header, arrays)
+    want = index.search(Q, 6)
+    for mmap in (False, True):
+        back = hypann.load(tmp_path / "old.hypann", mmap=mmap)
+        assert not back.algorithm_.owns_points and back.algorithm_.graph_.points_ is back._points
+        got = back.search(Q, 6)
+        np.testing.assert_array_equal(got.indices, want.indices)
+        np.testing.assert_array_equal(got.distances, want.distances)
+    # saved again, it stays in input order with one copy of the points
+    back = hypann.load(tmp_path / "old.hypann")
+    back.save(tmp_path / "again.hypann")
+    assert [k for k in hio.read_raw(tmp_path / "again.hypann")[1] if k.endswith("points")] == ["points"]
+
+
 def test_older_file_with_the_graphs_own_copy_still_loads(data, built, tmp_path):
     X, Q = data
     index = built["float64", False]
-    index.save(tmp_path / "new.hypann")
-    header, arrays = hio.read_raw(tmp_path / "new.hypann")
+    header, arrays = _input_order_file(index, tmp_path, "new.hypann")
     old = {**arrays, "state/points": np.array(arrays["points"]), "state/conformal": np.array(arrays["conformal"])}
     hio.write_raw(tmp_path / "old.hypann", header, old)
     back = hypann.load(tmp_path / "old.hypann")
@@ -111,6 +151,28 @@ def test_older_file_with_the_graphs_own_copy_still_loads(data, built, tmp_path):
     with pytest.raises(ValueError, match=r"graph state 'points' is not the index's points: the file holds two "
                                          r"different copies"):
         hypann.load(tmp_path / "two.hypann")
+
+
+def test_leaf_order_file_checks_its_flag_and_a_second_copy(data, built, tmp_path):
+    X, Q = data
+    index = built["float64", False]
+    index.save(tmp_path / "g.hypann")
+    header, arrays = hio.read_raw(tmp_path / "g.hypann")
+    hio.write_raw(tmp_path / "flag.hypann", header, {**arrays, "state/leaf_order": np.int64(2)})
+    with pytest.raises(ValueError, match=r"'leaf_order' must be the integer 1"):
+        hypann.load(tmp_path / "flag.hypann")
+    # format 2 holds the index's copy (input order) beside the graph's (leaf order): they must agree
+    index.save(tmp_path / "v2.npz", format_version=2)
+    with np.load(tmp_path / "v2.npz") as f:
+        assert np.array_equal(f["points"], X) and "state/points" in f.files
+    np.testing.assert_array_equal(hypann.load(tmp_path / "v2.npz").search(Q, 4).indices, index.search(Q, 4).indices)
+    graph = index.algorithm_.graph_
+    state = {**graph.to_arrays()}
+    state["points"] = state["points"].copy()
+    state["points"][0, 0] *= 0.5
+    algo = type(index.algorithm_)(**index.algorithm_.settings())
+    with pytest.raises(ValueError, match=r"graph state 'points' is not the index's points in leaf order"):
+        algo.restore(X, graph.points_in_input_order()[1], state)
 
 
 def test_float32_graph_on_float32_input_equals_float64_storage(data):
@@ -130,8 +192,7 @@ def test_older_exact_file_with_the_graph_in_input_order_still_loads(data, built,
 
     X, Q = data
     plain = built["float64", False]
-    plain.save(tmp_path / "plain.hypann")
-    header, arrays = hio.read_raw(tmp_path / "plain.hypann")
+    header, arrays = _input_order_file(plain, tmp_path, "plain.hypann")
     tree = HyperbolicKDTree(leaf_size=16).build(plain.points_, plain.conformal_)
     arrays.update({f"state/tree.{name}": arr for name, arr in tree.to_arrays().items()})
     header["params"] = {**header["params"], "exact": True}

@@ -370,13 +370,23 @@ def test_mmap_structure_load_of_a_graph_reads_no_neighbour_id_and_survives_bad_o
     nbrs, order = arrays["state/neighbors"], arrays["state/tree_order"]
     nbrs[::3, :4] = N + 7
     nbrs[1, 0] = np.iinfo(np.int32).max
+    hio.write_raw(tmp_path / "bad-ids.hypann", header, arrays)
+    first = order[:5].copy()  # exact=False: the input rows of the graph's first five rows (leaf order)
     order[:5] = [-3, N, N + 100, -1, 2**40]
     hio.write_raw(tmp_path / "bad.hypann", header, arrays)
-    loaded = hypann.load(tmp_path / "bad.hypann", mmap=True)
-    got = loaded.search(X[:20], 4)
-    assert got.indices.min() >= 0 and got.indices.max() < N
-    if exact:  # the tree re-checks the graph's answer: still brute force's
-        ref = hypann.HyperbolicIndex(algorithm="brute").build(X).search(X[:20], 4)
-        np.testing.assert_array_equal(got.distances, ref.distances)
+    for name in ("bad-ids", "bad"):
+        loaded = hypann.load(tmp_path / f"{name}.hypann", mmap=True)
+        if name == "bad" and not exact:
+            # the leaf order maps the graph's rows to input rows: a damaged entry cannot be
+            # answered, and the search says so instead of returning a wrong row
+            with pytest.raises(ValueError, match=r"'tree_order' is not a permutation of the points: the file is "
+                                                 r"damaged \(verify='full' checks it on load\)"):
+                loaded.search(X[first], 4)
+            continue
+        got = loaded.search(X[:20], 4)
+        assert got.indices.min() >= 0 and got.indices.max() < N
+        if exact:  # the tree re-checks the graph's answer: still brute force's
+            ref = hypann.HyperbolicIndex(algorithm="brute").build(X).search(X[:20], 4)
+            np.testing.assert_array_equal(got.distances, ref.distances)
     with pytest.raises(ValueError, match=r"neighbors holds ids outside \[-1, n\); tree_order is not a permutation"):
         hypann.load(tmp_path / "bad.hypann", verify="full")

@@ -216,16 +216,17 @@ class _ShardHost:
 
     def summary(self, shard):
         index = self._shard(shard)
-        norms = dist0(index.points_, cx=index.conformal_)
+        points, conformal = index.points_, index.conformal_  # gathered once when the structure holds them
+        norms = dist0(points, cx=conformal)
         ids = index.ids_
         return {
             "n": int(index.n_points_),
             "d": int(index.dim_),
             "norm_min": float(norms.min()),
             "norm_max": float(norms.max()),
-            "box_lo": index.points_.min(axis=0).tolist(),
-            "box_hi": index.points_.max(axis=0).tolist(),
-            "conformal_max": float(index.conformal_.max()),
+            "box_lo": points.min(axis=0).tolist(),
+            "box_hi": points.max(axis=0).tolist(),
+            "conformal_max": float(conformal.max()),
             "id_min": int(ids[0]),
             "id_max": int(ids[-1]),
             "nbytes": int(index.nbytes),

@@ -527,12 +527,13 @@ class HyperbolicIndex:
         if rows.min(initial=0) >= 0:
             return rows, deltas
         short = np.flatnonzero((rows < 0).any(axis=1))
+        points, conformal = self.points_, self.conformal_  # gathered once when the structure holds them
         ids, exact = knn_delta_scan(np.ascontiguousarray(queries[short]), np.ascontiguousarray(q_conf[short]),
-                                    self.points_, self.conformal_, k)
+                                    points, conformal, k)
         rows = rows.copy()
         deltas = np.array(deltas, dtype=np.float64)
         rows[short], deltas[short] = ids, exact
-        stats.samples[short] += self.points_.shape[0]
+        stats.samples[short] += points.shape[0]
         return rows, deltas
 
     def _search_changed(self, queries, q_conf, k, budget, query_params):

@@ -19,8 +19,9 @@ pruning bound and then examines every tree node whose lower bound
 
 is below the current k-th best, so the answer equals float64 brute force
 whatever the graph returned. There is one copy of the points, in memory and
-in the file: without ``exact`` the graph refers to the index's; with
-``exact=True`` the kd-tree takes them over in its order (as ``"hkdtree"``
+in the file: without ``exact`` the graph takes the index's over in the leaf
+order of its entry tree (``keep_order``; a search then reads nearby memory);
+with ``exact=True`` the kd-tree takes them over in its order (as ``"hkdtree"``
 does) and the graph is built over the tree's copy, its ids mapped back to
 input rows by the tree's permutation. With ``storage="float32"`` the points are float32 and
 every distance is computed in float64 from them, so ``exact=True`` is exact
@@ -114,31 +115,42 @@ class GraphSearch(SearchAlgorithm):
 
     @property
     def owns_points(self):
-        """With ``exact=True`` the kd-tree holds the only copy of the points (in tree order) and the
-        graph is built over that copy: its ids are tree positions, mapped back by the tree's
-        ``indices_`` (files written before this keep the graph in input order and a second copy)."""
-        return bool(getattr(self, "graph_in_tree_order_", False))
+        """Whether the structure holds the only copy of the points, in an order of its own.
+
+        With ``exact=True`` the kd-tree holds them (in tree order) and the graph
+        is built over that copy: its ids are tree positions, mapped back by the
+        tree's ``indices_``. Otherwise the graph holds them in its entry
+        tree's leaf order (``in_leaf_order_``), so that a search reads points
+        that lie near each other in memory. Files written before either keep
+        the points in input order (the index's copy).
+        """
+        if self.exact:
+            return bool(getattr(self, "graph_in_tree_order_", False))
+        return bool(getattr(self.graph_, "in_leaf_order_", False))
 
     def points_shape(self):
         """``(n, d)`` of the indexed points."""
-        return (self.tree_.n_points_, self.tree_.dim_) if self.owns_points else self.points_.shape
+        if not self.owns_points:
+            return self.points_.shape
+        return (self.tree_.n_points_, self.tree_.dim_) if self.exact else self.graph_.points_.shape
 
     def points_in_input_order(self):
-        """``(points, conformal)`` in input row order (new arrays gathered from the kd-tree)."""
-        return self.tree_.points_in_input_order()
+        """``(points, conformal)`` in input row order (new arrays gathered from the kd-tree or the graph)."""
+        return (self.tree_ if self.exact else self.graph_).points_in_input_order()
 
     def _build(self, points, conformal, oracle):
         seed = int(self.rng_.integers(2**31))
         self.graph_ = HyperbolicGraphIndex(**self._graph_settings(), random_state=seed)
+        # the index hands over arrays it owns: they are reordered in place and kept (one copy)
         if self.exact:
-            # the index hands over arrays it owns: the tree takes them over in its order and
-            # the graph refers to that single copy (its ids are then tree positions)
+            # the tree takes them over in its order and the graph refers to that single copy
+            # (its ids are then tree positions; the tree's leaves already keep neighbours together)
             self.tree_ = HyperbolicKDTree(leaf_size=self.tree_leaf_size).build(points, conformal, in_place=True)
             self.graph_.build(self.tree_.points_, self.tree_.conformal_, in_place=True)
             self.graph_in_tree_order_ = True
-            self.points_ = self.conformal_ = None
         else:
-            self.graph_.build(points, conformal, in_place=True)  # reordered while it runs, then restored
+            self.graph_.build(points, conformal, in_place=True, keep_order=True)
+        self.points_ = self.conformal_ = None
 
     @property
     def supports_radius(self):
@@ -163,8 +175,8 @@ class GraphSearch(SearchAlgorithm):
         return ids, deltas, SearchStats(np.zeros(m, dtype=np.int64), samples, rounds)
 
     def get_state(self):
-        # the points are the index's own: saved once by the index, shared on load
-        state = self.graph_.to_arrays(include_points=False)
+        # the points are saved once: by the graph (leaf order) or the kd-tree (exact=True)
+        state = self.graph_.to_arrays(include_points=self.owns_points and not self.exact)
         if self.exact:
             state.update({_TREE_PREFIX + name: arr for name, arr in self.tree_.to_arrays().items()})
             if self.owns_points:
@@ -187,9 +199,9 @@ class GraphSearch(SearchAlgorithm):
             if flag.shape != () or flag.dtype.kind not in "iu" or int(flag) != 1 or not self.exact:
                 raise ValueError(f"graph state '{_TREE_ORDER}' must be the integer 1 and only appear with exact=True, "
                                  f"got {flag!r} with exact={self.exact!r}")
-        elif points is None:
-            raise ValueError("graph state holds no points: expected the index's points or, with exact=True, "
-                             f"the kd-tree's ('{_TREE_ORDER}')")
+        elif points is None and not HyperbolicGraphIndex.state_in_leaf_order(state):
+            raise ValueError("graph state holds no points: expected the index's points, the graph's own (leaf "
+                             f"order) or, with exact=True, the kd-tree's ('{_TREE_ORDER}')")
         tree_state = {name[len(_TREE_PREFIX):]: state.pop(name) for name in list(state)
                       if name.startswith(_TREE_PREFIX)}
         if self.exact:
@@ -206,6 +218,20 @@ class GraphSearch(SearchAlgorithm):
                 )
         elif tree_state:
             raise ValueError(f"graph state with exact=False holds kd-tree arrays {sorted(tree_state)}")
+        if HyperbolicGraphIndex.state_in_leaf_order(state):  # the graph holds the points, in its leaf order
+            if self.exact:
+                raise ValueError("graph state with exact=True must not hold its points in leaf order")
+            if "points" not in state or "conformal" not in state:
+                raise ValueError("graph state in leaf order: its 'points'/'conformal' are missing")
+            self.graph_ = HyperbolicGraphIndex.from_arrays(state, full=full_check)
+            if points is not None and full_check:  # a file that also holds the index's copy (format 2)
+                for name, mine, theirs in zip(("points", "conformal"), (points, conformal),
+                                              self.graph_.points_in_input_order()):
+                    if np.shape(theirs) != np.shape(mine) or not np.array_equal(theirs, mine):
+                        raise ValueError(f"graph state '{name}' is not the index's {name} in leaf order: the file "
+                                         "holds two different copies")
+            self.points_ = self.conformal_ = None
+            return self
         if "points" in state or "conformal" in state:  # files written before the graph shared the index's points
             for name, mine in (("points", points), ("conformal", conformal)):
                 theirs = np.asarray(state.pop(name, None))
@@ -227,5 +253,7 @@ class GraphSearch(SearchAlgorithm):
 
     @property
     def nbytes(self):
-        """Graph (and kd-tree, with ``exact=True``) bytes, not counting the index's points."""
-        return int(self.graph_.nbytes + (self.tree_.nbytes if self.exact else 0))
+        """Bytes of the graph and of the points it holds (or of the kd-tree with them, ``exact=True``);
+        without the points when the index holds them (files written before the leaf order)."""
+        held = self.graph_.points_.nbytes + self.graph_.conformal_.nbytes if self.owns_points and not self.exact else 0
+        return int(self.graph_.nbytes + held + (self.tree_.nbytes if self.exact else 0))

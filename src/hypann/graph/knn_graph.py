@@ -174,6 +174,9 @@ RECALL_RTOL = 1e-12
 # Arrays that make up a fitted index (see ``to_arrays``).
 _STATE = ("points", "conformal", "neighbors", "tree_pivots", "tree_thresholds", "tree_children", "tree_ranges",
           "tree_order", "settings", "recalls")
+# Optional state flag (the integer 1): the points are stored in leaf order (``in_leaf_order_``).
+# Files written before it existed have them in input order.
+_LEAF_ORDER = "leaf_order"
 
 
 # --------------------------------------------------------------------------- k-NN rows
@@ -865,6 +868,13 @@ def _build_search_graph(points, conf, K, D, n_trees, leaf_size, max_rounds, seed
     return nbrs, n_comp
 
 
+def _inverse_permutation(order):
+    """``inverse`` with ``inverse[order[t]] == t`` (int64)."""
+    inverse = np.empty(order.shape[0], dtype=np.int64)
+    inverse[order] = np.arange(order.shape[0])
+    return inverse
+
+
 @nb.njit(cache=True, parallel=True)
 def _positions_to_rows(nbrs, order):
     """Replace every id ``v >= 0`` of ``nbrs`` by ``order[v]`` (tree position -> input row), in place."""
@@ -879,15 +889,17 @@ def _positions_to_rows(nbrs, order):
 
 
 @nb.njit(cache=True)
-def _search_one(points, conf, nbrs, pivots, thresholds, children, ranges, order, n_seeds, pivot_node_size, q, cq, ef,
-                budget,
-                exclude, seen, tag, lst_d, lst_i, lst_e):
+def _search_one(points, conf, nbrs, pivots, thresholds, children, ranges, order, leaf_order, n_seeds, pivot_node_size,
+                q, cq, ef, budget, exclude, seen, tag, lst_d, lst_i, lst_e):
     """Best-first search for ``q`` with a list of ``ef`` entries, seeded from the tree leaf of ``q``.
 
-    Fills ``lst_d/lst_i`` (ascending, ``inf``/-1 pad) and returns the number
-    of distance evaluations (at most ``budget``). Neighbour and leaf ids
-    outside ``[0, n)`` are skipped, so a memory-mapped file opened without
-    reading them (``verify="structure"``) cannot make it read out of bounds.
+    Fills ``lst_d/lst_i`` (ascending, ``inf``/-1 pad; ids of ``points``' rows)
+    and returns the number of distance evaluations (at most ``budget``).
+    ``leaf_order``: the points are stored in the tree's leaf order, so leaf
+    slot ``s`` is row ``s``; otherwise it is row ``order[s]``. Neighbour and
+    leaf ids outside ``[0, n)`` are skipped, so a memory-mapped file opened
+    without reading them (``verify="structure"``) cannot make it read out of
+    bounds.
     """
     for t in range(ef):
         lst_d[t] = np.inf
@@ -921,7 +933,7 @@ def _search_one(points, conf, nbrs, pivots, thresholds, children, ranges, order,
     for s in range(lo, hi):
         if cnt >= budget:
             break
-        u = order[s]
+        u = s if leaf_order else order[s]
         if u < 0 or u >= n or seen[u] == tag:  # ids out of range: only from a damaged file (not read on open)
             continue
         seen[u] = tag
@@ -978,29 +990,38 @@ def _search_one(points, conf, nbrs, pivots, thresholds, children, ranges, order,
 
 
 @nb.njit(cache=True)
-def _search_range(points, conf, nbrs, pivots, thresholds, children, ranges, order, n_seeds, pivot_node_size, queries,
-                  q_conf, ef, budget, exclude, first, stop, seen, tag0, out_i, out_d, samples):
+def _search_range(points, conf, nbrs, pivots, thresholds, children, ranges, order, leaf_order, n_seeds,
+                  pivot_node_size, queries, q_conf, ef, budget, exclude, first, stop, seen, tag0, out_i, out_d, samples):
     """Search queries ``first <= i < stop`` (:func:`_search_one`) into rows ``i`` of the outputs.
 
     Query ``i`` marks what it visits in ``seen`` with tag ``tag0 + i``; the
-    caller guarantees that no entry of ``seen`` holds such a tag yet.
+    caller guarantees that no entry of ``seen`` holds such a tag yet. The
+    output ids are input rows: with ``leaf_order`` a found row ``u`` (a leaf
+    slot) is reported as ``order[u]``, or as ``-1`` when that is not a row
+    (only in a damaged file opened without reading ``order``).
     """
     k = out_i.shape[1]
+    n = points.shape[0]
     lst_d = np.empty(ef)
     lst_i = np.empty(ef, dtype=np.int64)
     lst_e = np.empty(ef, dtype=np.bool_)
     for i in range(first, stop):
-        samples[i] = _search_one(points, conf, nbrs, pivots, thresholds, children, ranges, order, n_seeds,
+        samples[i] = _search_one(points, conf, nbrs, pivots, thresholds, children, ranges, order, leaf_order, n_seeds,
                                  pivot_node_size, queries[i], q_conf[i], ef, budget[i], exclude[i], seen, tag0 + i,
                                  lst_d, lst_i, lst_e)
         for t in range(k):
-            out_d[i, t] = lst_d[t]
-            out_i[i, t] = lst_i[t]
+            u = lst_i[t]
+            if leaf_order and u >= 0:
+                u = order[u]
+                if u < 0 or u >= n:
+                    u = -1
+            out_d[i, t] = lst_d[t] if u >= 0 else np.inf
+            out_i[i, t] = u
 
 
 @nb.njit(cache=True, parallel=True)
-def _search(points, conf, nbrs, pivots, thresholds, children, ranges, order, n_seeds, pivot_node_size, queries, q_conf,
-            k, ef, budget, exclude, n_chunks, seen, tag0):
+def _search(points, conf, nbrs, pivots, thresholds, children, ranges, order, leaf_order, n_seeds, pivot_node_size,
+            queries, q_conf, k, ef, budget, exclude, n_chunks, seen, tag0):
     """Search every query (:func:`_search_range`), parallel over chunks of queries.
 
     ``seen`` holds one row of visited marks per thread (``numba.get_thread_id()``
@@ -1015,15 +1036,15 @@ def _search(points, conf, nbrs, pivots, thresholds, children, ranges, order, n_s
     samples = np.zeros(m, dtype=np.int64)
     per = (m + n_chunks - 1) // n_chunks
     for ch in nb.prange(n_chunks):
-        _search_range(points, conf, nbrs, pivots, thresholds, children, ranges, order, n_seeds, pivot_node_size,
-                      queries, q_conf, ef, budget, exclude, ch * per, min(m, (ch + 1) * per), seen[nb.get_thread_id()],
-                      tag0, out_i, out_d, samples)
+        _search_range(points, conf, nbrs, pivots, thresholds, children, ranges, order, leaf_order, n_seeds,
+                      pivot_node_size, queries, q_conf, ef, budget, exclude, ch * per, min(m, (ch + 1) * per),
+                      seen[nb.get_thread_id()], tag0, out_i, out_d, samples)
     return out_i, out_d, samples
 
 
 @nb.njit(cache=True)
-def _search_serial(points, conf, nbrs, pivots, thresholds, children, ranges, order, n_seeds, pivot_node_size, queries,
-                   q_conf, k, ef, budget, exclude, seen, tag0):
+def _search_serial(points, conf, nbrs, pivots, thresholds, children, ranges, order, leaf_order, n_seeds,
+                   pivot_node_size, queries, q_conf, k, ef, budget, exclude, seen, tag0):
     """:func:`_search` on the calling thread (one row of marks ``seen``, tags from ``tag0`` on).
 
     For small batches (and one thread): no thread-pool launch.
@@ -1032,8 +1053,8 @@ def _search_serial(points, conf, nbrs, pivots, thresholds, children, ranges, ord
     out_d = np.full((m, k), np.inf)
     out_i = np.full((m, k), -1, dtype=np.int64)
     samples = np.zeros(m, dtype=np.int64)
-    _search_range(points, conf, nbrs, pivots, thresholds, children, ranges, order, n_seeds, pivot_node_size, queries,
-                  q_conf, ef, budget, exclude, 0, m, seen, tag0, out_i, out_d, samples)
+    _search_range(points, conf, nbrs, pivots, thresholds, children, ranges, order, leaf_order, n_seeds,
+                  pivot_node_size, queries, q_conf, ef, budget, exclude, 0, m, seen, tag0, out_i, out_d, samples)
     return out_i, out_d, samples
 
 
@@ -1113,7 +1134,13 @@ class HyperbolicGraphIndex:
     Attributes
     ----------
     neighbors_ : ndarray of shape (n, max_degree), int32
-        Out-neighbours of each point, nearest first, ``-1`` padded.
+        Out-neighbours of each row of ``points_``, nearest first, ``-1``
+        padded (rows of ``points_``).
+    in_leaf_order_ : bool
+        Whether ``points_`` holds the points in the entry tree's leaf order
+        (``build(..., keep_order=True)``): row ``t`` of ``points_`` is input
+        row ``tree_order_[t]``, and :meth:`search` reports input rows.
+        Otherwise ``points_`` is in input order.
     ef_ : int
         Default search list size (``ef`` or the calibrated value).
     calibration_recall_ : float
@@ -1156,7 +1183,7 @@ class HyperbolicGraphIndex:
             raise ValueError(f"random_state must be a non-negative integer, got random_state={rs!r}")
         return K, D, ef, target
 
-    def build(self, points, conformal, *, in_place=False):
+    def build(self, points, conformal, *, in_place=False, keep_order=False):
         """Build the graph on validated float64 or float32 ``points`` (n, d) with their stored ``conformal``.
 
         The index refers to ``points`` (no copy). Float32 points (float32
@@ -1166,18 +1193,25 @@ class HyperbolicGraphIndex:
         The graph is built over the points in the leaf order of the
         entry-point tree (built first), so that points NN-descent compares
         with each other lie near each other in memory (far fewer cache misses
-        on large data), and its ids are mapped back to input rows at the end.
-        The graph is a function of the seed and the points in their order.
+        on large data). The graph is a function of the seed and the points in
+        their order.
 
         Parameters
         ----------
         points, conformal : ndarray
         in_place : bool, default False
-            Reorder ``points`` and ``conformal`` themselves while the graph
-            is built (when they are writeable); they are back in their order,
-            bit for bit, before this returns, also after an error. Otherwise
-            the build works on a reordered copy: one more copy of the points
-            while it runs.
+            Reorder ``points`` and ``conformal`` themselves (when they are
+            writeable) instead of a copy.
+        keep_order : bool, default False
+            Keep the points in leaf order after the build (see
+            :attr:`in_leaf_order_`): ``points_`` is then the reordered array
+            (the caller's own with ``in_place``, otherwise a reordered copy),
+            neighbour ids are its rows, and searches map their answers to
+            input rows through ``tree_order_``. A search then reads points
+            that lie near each other in memory. Otherwise the graph's ids are
+            mapped back to input rows at the end and, with ``in_place``, the
+            caller's arrays are back in their order, bit for bit, before this
+            returns (also after an error).
 
         Returns
         -------
@@ -1199,17 +1233,25 @@ class HyperbolicGraphIndex:
         try:
             self.neighbors_, n_comp = _build_search_graph(work, work_conformal, K, D, self.n_trees, self.leaf_size,
                                                           self.max_rounds, seed)
-        finally:
-            inverse = np.empty(n, dtype=np.int64)
-            inverse[order] = np.arange(n)
+        except BaseException:
+            if in_place:
+                gather_points_in_place(points, conformal, _inverse_permutation(order))
+            raise
+        inverse = _inverse_permutation(order)  # input row -> tree position
+        if keep_order:  # the pivots become rows of the reordered points too
+            pivots = tree[0]
+            inner = pivots[:, 0] >= 0
+            pivots[inner] = inverse[pivots[inner]]
+            points, conformal = work, work_conformal
+        else:
             if in_place:
                 gather_points_in_place(points, conformal, inverse)
-            del work, work_conformal
-        # graph ids and rows from tree positions back to input rows
-        _positions_to_rows(self.neighbors_, order)
-        gather_rows_in_place(self.neighbors_, inverse)
-        del inverse
+            # graph ids and rows from tree positions back to input rows
+            _positions_to_rows(self.neighbors_, order)
+            gather_rows_in_place(self.neighbors_, inverse)
+        del inverse, work, work_conformal
         release_freed_heap()
+        self.in_leaf_order_ = bool(keep_order)
         self.n_components_ = n_comp
         self.tree_pivots_, self.tree_thresholds_, self.tree_children_, self.tree_ranges_, self.tree_order_ = tree
         self.points_ = points
@@ -1234,12 +1276,25 @@ class HyperbolicGraphIndex:
                      n, K, D, self.ef_, self.calibration_recall_)
         return self
 
+    def points_in_input_order(self):
+        """``(points, conformal)`` in input row order (new arrays when :attr:`in_leaf_order_`)."""
+        self._check_fitted()
+        if not self.in_leaf_order_:
+            return self.points_, self.conformal_
+        order = self.tree_order_
+        n = order.shape[0]
+        if order.min(initial=0) < 0 or order.max(initial=0) >= n or not np.all(np.bincount(order, minlength=n) == 1):
+            raise ValueError("HyperbolicGraphIndex state 'tree_order' is not a permutation of the points: the file "
+                             "is damaged (verify='full' checks it on load)")
+        inverse = _inverse_permutation(order)
+        return self.points_[inverse], self.conformal_[inverse]
+
     def _run(self, queries, q_conformal, k, ef, budget, exclude):
         m = queries.shape[0]
         b = np.full(m, _NO_BUDGET if budget is None else budget, dtype=np.int64)
         ex = np.full(m, -1, dtype=np.int64) if exclude is None else np.ascontiguousarray(exclude, dtype=np.int64)
         structure = (self.points_, self.conformal_, self.neighbors_, self.tree_pivots_, self.tree_thresholds_,
-                     self.tree_children_, self.tree_ranges_, self.tree_order_, self.leaf_size,
+                     self.tree_children_, self.tree_ranges_, self.tree_order_, self.in_leaf_order_, self.leaf_size,
                      PIVOT_SEED_LEAVES * self.leaf_size)
         marks = self.__dict__.get("_marks")
         if marks is None:  # made on the first search; scratch, not part of the state
@@ -1319,6 +1374,7 @@ class HyperbolicGraphIndex:
                                   self.leaf_size, self.n_trees, self.max_rounds, self.random_state, self.ef_],
                                  dtype=np.int64),
             "recalls": np.array([self.target_recall, self.calibration_recall_]),
+            **({_LEAF_ORDER: np.int64(1)} if self.in_leaf_order_ else {}),
         }
 
     @classmethod
@@ -1353,11 +1409,17 @@ class HyperbolicGraphIndex:
         index.tree_children_ = np.ascontiguousarray(arrays["tree_children"], dtype=np.int64)
         index.tree_ranges_ = np.ascontiguousarray(arrays["tree_ranges"], dtype=np.int64)
         index.tree_order_ = np.ascontiguousarray(arrays["tree_order"], dtype=np.int64)
+        index.in_leaf_order_ = _leaf_order_flag(arrays)
         index.ef_ = ef_
         index.calibration_recall_ = calib
         index.n_points_, index.dim_ = index.points_.shape
         _check_state(index, full=full)
         return index
+
+    @staticmethod
+    def state_in_leaf_order(arrays) -> bool:
+        """Whether a stored state (:meth:`to_arrays`) holds its points in leaf order (``in_leaf_order_``)."""
+        return _leaf_order_flag(arrays)
 
     @property
     def nbytes(self) -> int:
@@ -1376,6 +1438,17 @@ class HyperbolicGraphIndex:
         return (f"{type(self).__name__}(n_neighbors={self.n_neighbors}, max_degree={self.max_degree}, ef={self.ef}, "
                 f"target_recall={self.target_recall}, leaf_size={self.leaf_size}, n_trees={self.n_trees}, "
                 f"max_rounds={self.max_rounds}, random_state={self.random_state}{fitted})")
+
+
+def _leaf_order_flag(arrays):
+    """The stored :data:`_LEAF_ORDER` flag of a state (``False`` when absent)."""
+    if _LEAF_ORDER not in arrays:
+        return False
+    flag = np.asarray(arrays[_LEAF_ORDER])
+    if flag.shape != () or flag.dtype.kind not in "iu" or int(flag) != 1:
+        raise ValueError(f"not a valid HyperbolicGraphIndex state: '{_LEAF_ORDER}' must be the integer 1 "
+                         f"when present, got {flag!r}")
+    return True
 
 
 def _check_budget(budget):
