@@ -16,7 +16,7 @@ same ids and deltas, and times, on one thread, round-robin over
 * one query per call on the first ``--single`` queries at ``ef_`` (median
   microseconds per call).
 
-Prints a markdown table and writes ``results/graph_layout.json``.
+Prints a markdown table and writes ``results/graph_layout_<storage>.json``.
 
 Usage::
 
@@ -128,7 +128,7 @@ def main(argv=None):
     columns = ["family", "dim", "n", "storage", "ef", "input_qps", "leaf_qps", "leaf_over_input", "input_single_us",
                "leaf_single_us"]
     print(markdown_table(rows, columns))
-    write_json("graph_layout", {"args": vars(args), "seconds": time.perf_counter() - t0, "rows": rows})
+    write_json(f"graph_layout_{args.storage}", {"args": vars(args), "seconds": time.perf_counter() - t0, "rows": rows})
 
 
 if __name__ == "__main__":
