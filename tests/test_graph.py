@@ -180,6 +180,8 @@ def test_points_kept_in_leaf_order_give_the_same_graph_and_answers(mixture, mixt
     back = HyperbolicGraphIndex.from_arrays(kept.to_arrays())
     assert back.in_leaf_order_
     np.testing.assert_array_equal(back.search(Q, cq, 10).ids, kept.search(Q, cq, 10).ids)
+    with pytest.raises(ValueError, match="holds its own points in leaf order: pass no points/conformal"):
+        HyperbolicGraphIndex.from_arrays(kept.to_arrays(include_points=False), points=X, conformal=cx)
 
 
 @pytest.mark.parametrize("dim", [3, 40])

@@ -1157,6 +1157,9 @@ class HyperbolicGraphIndex:
     [0, 1]
     """
 
+    #: Input-order layout unless a build or a state says otherwise (also for objects pickled before the flag).
+    in_leaf_order_ = False
+
     def __init__(self, *, n_neighbors=24, max_degree=40, ef=None, target_recall=0.98, leaf_size=32, n_trees=4,
                  max_rounds=16, random_state=0):
         self.n_neighbors = n_neighbors
@@ -1389,6 +1392,9 @@ class HyperbolicGraphIndex:
         search kernel skips when out of range; nothing is read from them.
         """
         if points is not None:
+            if _leaf_order_flag(arrays):
+                raise ValueError("this HyperbolicGraphIndex state holds its own points in leaf order: pass no "
+                                 "points/conformal to from_arrays")
             arrays = {**arrays, "points": points, "conformal": conformal}
         missing = [name for name in _STATE if name not in arrays]
         if missing:
