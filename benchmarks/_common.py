@@ -17,8 +17,8 @@ sys.path.insert(0, ROOT)
 from _proc import status_bytes  # noqa: E402
 from hypann.eval.timing import median_time  # noqa: E402  (re-exported for the scripts)
 
-__all__ = ["ROOT", "PeakSampler", "git_sha", "machine", "markdown_table", "median_time", "status_bytes",
-           "write_json"]
+__all__ = ["ROOT", "PeakSampler", "family_arguments", "family_cases", "family_split", "git_sha", "machine",
+           "markdown_table", "median_time", "status_bytes", "write_json"]
 
 
 def git_sha() -> str:
@@ -60,6 +60,31 @@ def family_arguments(ap, *, n, queries, brute_queries, repeats, repeats_help=Non
     ap.add_argument("--families", default=",".join(FAMILIES))
     ap.add_argument("--repeats", type=int, default=repeats, help=repeats_help)
     ap.add_argument("--seed", type=int, default=0)
+
+
+def family_cases(families, dims):
+    """``(family, dim)`` for every family of the comma-separated ``families`` and every dimension of
+    ``dims`` in which it exists (WordNet only in its own dimensions), dimension by dimension."""
+    from hypann.datasets.families import FAMILIES
+
+    for dim in (int(d) for d in dims.split(",")):
+        for name in families.split(","):
+            if FAMILIES[name].dims is None or dim in FAMILIES[name].dims:
+                yield name, dim
+
+
+def family_split(name, dim, args):
+    """``(n, X, cx, Q, cq)``: ``--n`` base points and ``--queries`` held-out queries of one family
+    (WordNet: at most 82,115 in all), with their conformal factors (float64)."""
+    from hypann.datasets.base import holdout_split
+    from hypann.datasets.families import make_family
+    from hypann.geometry._kernels import conformal_factor
+
+    n = min(args.n, 82_115 - args.queries) if name == "wordnet_nouns" else args.n
+    points = make_family(name, n + args.queries, dim, seed=args.seed)
+    base_ids, query_ids = holdout_split(len(points), args.queries, seed=args.seed)
+    X, Q = np.ascontiguousarray(points[base_ids]), np.ascontiguousarray(points[query_ids])
+    return n, X, conformal_factor(X), Q, conformal_factor(Q)
 
 
 def markdown_table(rows, columns) -> str:

@@ -31,11 +31,9 @@ import numba
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from _common import family_arguments, markdown_table, median_time, write_json
-from hypann.datasets.base import holdout_split
-from hypann.datasets.families import FAMILIES, make_family
+from _common import family_arguments, family_cases, family_split, markdown_table, median_time, write_json
 from hypann.eval.numpy_brute import numpy_brute_knn
-from hypann.geometry._kernels import brute_knn_delta, brute_knn_delta_serial, conformal_factor
+from hypann.geometry._kernels import brute_knn_delta, brute_knn_delta_serial
 from hypann.geometry.gram_scan import gram_knn_delta
 
 K = 10
@@ -48,11 +46,7 @@ def in_calls(fn, Q, cq, batch):
 
 
 def run_case(name, dim, args):
-    n = min(args.n, 82_115 - args.queries) if name == "wordnet_nouns" else args.n
-    points = make_family(name, n + args.queries, dim, seed=args.seed)
-    base_ids, query_ids = holdout_split(len(points), args.queries, seed=args.seed)
-    X, Q = np.ascontiguousarray(points[base_ids]), np.ascontiguousarray(points[query_ids])
-    cx, cq = conformal_factor(X), conformal_factor(Q)
+    n, X, cx, Q, cq = family_split(name, dim, args)
     nbq = min(args.brute_queries, args.queries)
     brute_s, _ = median_time(lambda: numpy_brute_knn(Q[:nbq], X, K), repeats=1, warmup=0)
     brute_qps = nbq / brute_s
@@ -93,12 +87,8 @@ def main(argv=None):
     rows = []
     t0 = time.perf_counter()
     with threadpool_limits(1):
-        for dim in (int(d) for d in args.dims.split(",")):
-            for name in args.families.split(","):
-                dims = FAMILIES[name].dims
-                if dims is not None and dim not in dims:
-                    continue
-                rows += run_case(name, dim, args)
+        for name, dim in family_cases(args.families, args.dims):
+            rows += run_case(name, dim, args)
     columns = ["family", "dim", "n", "batch", "brute_qps", "plain_x", "gram_x", "gram_over_plain",
                "evaluated_per_query"]
     print(markdown_table(rows, columns))

@@ -32,10 +32,7 @@ import time
 import numba
 import numpy as np
 
-from _common import family_arguments, markdown_table, write_json
-from hypann.datasets.base import holdout_split
-from hypann.datasets.families import FAMILIES, make_family
-from hypann.geometry._kernels import conformal_factor
+from _common import family_arguments, family_cases, family_split, markdown_table, write_json
 from hypann.graph import HyperbolicGraphIndex
 
 K = 10
@@ -60,11 +57,7 @@ def input_order_twin(graph):
 
 
 def run_case(name, dim, args):
-    n = min(args.n, 82_115 - args.queries) if name == "wordnet_nouns" else args.n
-    points = make_family(name, n + args.queries, dim, seed=args.seed)
-    base_ids, query_ids = holdout_split(len(points), args.queries, seed=args.seed)
-    X, Q = np.ascontiguousarray(points[base_ids]), np.ascontiguousarray(points[query_ids])
-    cx, cq = conformal_factor(X), conformal_factor(Q)
+    n, X, cx, Q, cq = family_split(name, dim, args)
     X = X.astype(args.storage)
     numba.set_num_threads(args.build_threads)
     t0 = time.perf_counter()
@@ -119,12 +112,8 @@ def main(argv=None):
     args.ef_list = [int(e) for e in args.efs.split(",") if e]
     rows = []
     t0 = time.perf_counter()
-    for dim in (int(d) for d in args.dims.split(",")):
-        for name in args.families.split(","):
-            dims = FAMILIES[name].dims
-            if dims is not None and dim not in dims:
-                continue
-            rows += run_case(name, dim, args)
+    for name, dim in family_cases(args.families, args.dims):
+        rows += run_case(name, dim, args)
     columns = ["family", "dim", "n", "storage", "ef", "input_qps", "leaf_qps", "leaf_over_input", "input_single_us",
                "leaf_single_us"]
     print(markdown_table(rows, columns))
