@@ -126,7 +126,7 @@ class GraphSearch(SearchAlgorithm):
         """
         if self.exact:
             return bool(getattr(self, "graph_in_tree_order_", False))
-        return bool(getattr(self.graph_, "in_leaf_order_", False))
+        return bool(getattr(getattr(self, "graph_", None), "in_leaf_order_", False))
 
     def points_shape(self):
         """``(n, d)`` of the indexed points."""
