@@ -435,3 +435,13 @@ def gather_points_in_place(points, conformal, perm):
     """:func:`gather_rows_in_place` of ``points`` (n, d) and their ``conformal`` (n,) by the same ``perm``."""
     gather_rows_in_place(points, perm)
     gather_rows_in_place(conformal[:, None], perm)  # a view: the writes reach ``conformal``
+
+
+def inverse_permutation(perm):
+    """``inverse`` (int64) with ``inverse[perm[t]] == t``: gathering by it undoes a gather by ``perm``.
+
+    ``perm`` must be a permutation of ``0 .. n-1``.
+    """
+    inverse = np.empty(perm.shape[0], dtype=np.int64)
+    inverse[perm] = np.arange(perm.shape[0])
+    return inverse

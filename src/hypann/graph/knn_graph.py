@@ -147,7 +147,7 @@ from hypann import _progress as progress
 from hypann._runtime import SERIAL_MAX_QUERIES, VisitedMarks, release_freed_heap
 from hypann._validation import check_positive_int, check_real, check_stored_points, check_stored_queries
 from hypann.geometry._kernels import (delta4_below, delta_row, delta_row_below, gather_points_in_place,
-                                      gather_rows_in_place, insert_sorted, sq_dist_row)
+                                      gather_rows_in_place, insert_sorted, inverse_permutation, sq_dist_row)
 from hypann.geometry.gram_scan import knn_delta_scan
 from hypann.graph.partition_tree import build_forest, build_tree, forest_index_dtype, mix_seed, split_key, splitmix64
 from hypann.graph.vamana import GraphSearchResult, _list_offer
@@ -874,13 +874,6 @@ def _build_search_graph(points, conf, K, D, n_trees, leaf_size, max_rounds, seed
     return nbrs, n_comp
 
 
-def _inverse_permutation(order):
-    """``inverse`` with ``inverse[order[t]] == t`` (int64)."""
-    inverse = np.empty(order.shape[0], dtype=np.int64)
-    inverse[order] = np.arange(order.shape[0])
-    return inverse
-
-
 @nb.njit(cache=True, parallel=True)
 def _positions_to_rows(nbrs, order):
     """Replace every id ``v >= 0`` of ``nbrs`` by ``order[v]`` (tree position -> input row), in place."""
@@ -1244,9 +1237,9 @@ class HyperbolicGraphIndex:
                                                           self.max_rounds, seed)
         except BaseException:
             if in_place:
-                gather_points_in_place(points, conformal, _inverse_permutation(order))
+                gather_points_in_place(points, conformal, inverse_permutation(order))
             raise
-        inverse = _inverse_permutation(order)  # input row -> tree position
+        inverse = inverse_permutation(order)  # input row -> tree position
         if keep_order:  # the pivots become rows of the reordered points too
             pivots = tree[0]
             inner = pivots[:, 0] >= 0
@@ -1295,7 +1288,7 @@ class HyperbolicGraphIndex:
         if order.min(initial=0) < 0 or order.max(initial=0) >= n or not np.all(np.bincount(order, minlength=n) == 1):
             raise ValueError("HyperbolicGraphIndex state 'tree_order' is not a permutation of the points: the file "
                              "is damaged (verify='full' checks it on load)")
-        inverse = _inverse_permutation(order)
+        inverse = inverse_permutation(order)
         return self.points_[inverse], self.conformal_[inverse]
 
     def _run(self, queries, q_conformal, k, ef, budget, exclude):

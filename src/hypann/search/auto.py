@@ -40,7 +40,7 @@ import numpy as np
 
 from hypann import _validation as V
 from hypann._params import Param
-from hypann.geometry._kernels import gather_points_in_place
+from hypann.geometry._kernels import gather_points_in_place, inverse_permutation
 from hypann.search.base import SearchAlgorithm
 from hypann.search.brute import BruteForceSearch
 from hypann.search.hkdtree_search import HyperbolicKDTreeSearch
@@ -133,7 +133,7 @@ class AutoSearch(SearchAlgorithm):
         else:  # the scan keeps the points in input order: undo the tree's order, in place
             points, conformal = tree.points_, tree.conformal_
             if points is self.points_:
-                gather_points_in_place(points, conformal, np.argsort(tree.indices_))
+                gather_points_in_place(points, conformal, inverse_permutation(tree.indices_))
             else:  # the tree made its own copy; the caller's arrays are untouched
                 points, conformal = self.points_, self.conformal_
             self.chosen_ = BruteForceSearch().build(points, conformal, random_state=self.random_state_)

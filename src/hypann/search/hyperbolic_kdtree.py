@@ -103,7 +103,7 @@ from hypann._validation import (
 )
 from hypann.geometry import _kernels
 from hypann.geometry._kernels import (ABANDON_STRIDE, delta4_below, delta_row, gather_points_in_place, insert_sorted,
-                                      insert_sorted_unique, sq_dist_row)
+                                      insert_sorted_unique, inverse_permutation, sq_dist_row)
 from hypann.oracles.base import EuclideanNeighbors, EuclideanOracle
 from hypann.oracles.registry import register_oracle
 
@@ -1108,8 +1108,7 @@ class HyperbolicKDTree:
     def points_in_input_order(self):
         """``(points, conformal)`` in input row order: new arrays, gathered through ``indices_``."""
         self._check_fitted()
-        pos = np.empty(self.n_points_, dtype=np.int64)
-        pos[self.indices_] = np.arange(self.n_points_)
+        pos = inverse_permutation(self.indices_)
         return self.points_[pos], self.conformal_[pos]
 
     @property
