@@ -455,6 +455,17 @@ def check_state_array(arrays, field, dtype, shape, owner):
     return np.ascontiguousarray(arr) if arr.ndim else arr.copy()  # (ascontiguousarray makes 0-d 1-d)
 
 
+def state_flag(arrays, field, owner):
+    """Whether the optional flag ``field`` of a stored state is set: absent is ``False``, the integer 1
+    (a scalar) ``True``, anything else a ``ValueError`` naming ``owner`` and ``field``."""
+    if field not in arrays:
+        return False
+    flag = np.asarray(arrays[field])
+    if flag.shape != () or flag.dtype.kind not in "iu" or int(flag) != 1:
+        raise ValueError(f"{owner} state {field!r} must be the integer 1 when present, got {flag!r}")
+    return True
+
+
 def first_bad(mask):
     """Index (int, or tuple for n-D) of the first True entry of ``mask``."""
     flat = int(np.flatnonzero(np.asarray(mask).ravel())[0])

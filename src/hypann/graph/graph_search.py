@@ -37,6 +37,7 @@ from __future__ import annotations
 import numpy as np
 
 from hypann._params import Param
+from hypann._validation import state_flag
 from hypann.graph.knn_graph import HyperbolicGraphIndex
 from hypann.result import SearchStats
 from hypann.search.base import SearchAlgorithm
@@ -46,6 +47,16 @@ from hypann.search.hyperbolic_kdtree import HyperbolicKDTree
 _TREE_PREFIX = "tree."
 #: State flag of ``exact=True``: the graph is over the kd-tree's copy of the points (tree positions as ids).
 _TREE_ORDER = "graph_in_tree_order"
+
+
+def _require_one_copy(mine, theirs, how):
+    """The graph state's ``(points, conformal)`` ``theirs`` must equal the index's ``mine`` (``how``: in
+    which order they were compared), or the file holds two different copies."""
+    for name, a, b in zip(("points", "conformal"), mine, theirs):
+        b = np.asarray(b)
+        if b.shape != np.shape(a) or not np.array_equal(b, a):
+            raise ValueError(f"graph state '{name}' is not the index's {name}{how}: the file holds two different "
+                             "copies")
 
 
 class GraphSearch(SearchAlgorithm):
@@ -193,13 +204,13 @@ class GraphSearch(SearchAlgorithm):
         self._check_settings()
         self.points_, self.conformal_ = points, conformal
         state = dict(state)
-        in_tree_order = _TREE_ORDER in state
-        if in_tree_order:
-            flag = np.asarray(state.pop(_TREE_ORDER))
-            if flag.shape != () or flag.dtype.kind not in "iu" or int(flag) != 1 or not self.exact:
-                raise ValueError(f"graph state '{_TREE_ORDER}' must be the integer 1 and only appear with exact=True, "
-                                 f"got {flag!r} with exact={self.exact!r}")
-        elif points is None and not HyperbolicGraphIndex.state_in_leaf_order(state):
+        in_tree_order = state_flag(state, _TREE_ORDER, "graph")
+        state.pop(_TREE_ORDER, None)
+        in_leaf_order = HyperbolicGraphIndex.state_in_leaf_order(state)
+        if in_tree_order and not self.exact:
+            raise ValueError(f"graph state '{_TREE_ORDER}' must be the integer 1 and only appear with exact=True, "
+                             f"got 1 with exact={self.exact!r}")
+        if points is None and not (in_tree_order or in_leaf_order):
             raise ValueError("graph state holds no points: expected the index's points, the graph's own (leaf "
                              f"order) or, with exact=True, the kd-tree's ('{_TREE_ORDER}')")
         tree_state = {name[len(_TREE_PREFIX):]: state.pop(name) for name in list(state)
@@ -218,26 +229,18 @@ class GraphSearch(SearchAlgorithm):
                 )
         elif tree_state:
             raise ValueError(f"graph state with exact=False holds kd-tree arrays {sorted(tree_state)}")
-        if HyperbolicGraphIndex.state_in_leaf_order(state):  # the graph holds the points, in its leaf order
+        if in_leaf_order:  # the graph holds the points, in its leaf order
             if self.exact:
                 raise ValueError("graph state with exact=True must not hold its points in leaf order")
             if "points" not in state or "conformal" not in state:
                 raise ValueError("graph state in leaf order: its 'points'/'conformal' are missing")
             self.graph_ = HyperbolicGraphIndex.from_arrays(state, full=full_check)
             if points is not None and full_check:  # a file that also holds the index's copy (format 2)
-                for name, mine, theirs in zip(("points", "conformal"), (points, conformal),
-                                              self.graph_.points_in_input_order()):
-                    if np.shape(theirs) != np.shape(mine) or not np.array_equal(theirs, mine):
-                        raise ValueError(f"graph state '{name}' is not the index's {name} in leaf order: the file "
-                                         "holds two different copies")
+                _require_one_copy((points, conformal), self.graph_.points_in_input_order(), " in leaf order")
             self.points_ = self.conformal_ = None
             return self
         if "points" in state or "conformal" in state:  # files written before the graph shared the index's points
-            for name, mine in (("points", points), ("conformal", conformal)):
-                theirs = np.asarray(state.pop(name, None))
-                if theirs.shape != np.shape(mine) or not np.array_equal(theirs, mine):
-                    raise ValueError(f"graph state '{name}' is not the index's {name}: the file holds two "
-                                     "different copies")
+            _require_one_copy((points, conformal), (state.pop("points", None), state.pop("conformal", None)), "")
         if in_tree_order:  # the graph refers to the kd-tree's copy
             self.graph_ = HyperbolicGraphIndex.from_arrays(state, points=self.tree_.points_,
                                                            conformal=self.tree_.conformal_, full=full_check)

@@ -145,7 +145,7 @@ import numpy as np
 
 from hypann import _progress as progress
 from hypann._runtime import SERIAL_MAX_QUERIES, VisitedMarks, release_freed_heap
-from hypann._validation import check_positive_int, check_real, check_stored_points, check_stored_queries
+from hypann._validation import check_positive_int, check_real, check_stored_points, check_stored_queries, state_flag
 from hypann.geometry._kernels import (delta4_below, delta_row, delta_row_below, gather_points_in_place,
                                       gather_rows_in_place, insert_sorted, inverse_permutation, sq_dist_row)
 from hypann.geometry.gram_scan import knn_delta_scan
@@ -1390,8 +1390,9 @@ class HyperbolicGraphIndex:
         but not the per-point ids (neighbour lists, leaf order), which the
         search kernel skips when out of range; nothing is read from them.
         """
+        in_leaf_order = cls.state_in_leaf_order(arrays)
         if points is not None:
-            if _leaf_order_flag(arrays):
+            if in_leaf_order:
                 raise ValueError("this HyperbolicGraphIndex state holds its own points in leaf order: pass no "
                                  "points/conformal to from_arrays")
             arrays = {**arrays, "points": points, "conformal": conformal}
@@ -1414,7 +1415,7 @@ class HyperbolicGraphIndex:
         index.tree_children_ = np.ascontiguousarray(arrays["tree_children"], dtype=np.int64)
         index.tree_ranges_ = np.ascontiguousarray(arrays["tree_ranges"], dtype=np.int64)
         index.tree_order_ = np.ascontiguousarray(arrays["tree_order"], dtype=np.int64)
-        index.in_leaf_order_ = _leaf_order_flag(arrays)
+        index.in_leaf_order_ = in_leaf_order
         index.ef_ = ef_
         index.calibration_recall_ = calib
         index.n_points_, index.dim_ = index.points_.shape
@@ -1424,7 +1425,7 @@ class HyperbolicGraphIndex:
     @staticmethod
     def state_in_leaf_order(arrays) -> bool:
         """Whether a stored state (:meth:`to_arrays`) holds its points in leaf order (``in_leaf_order_``)."""
-        return _leaf_order_flag(arrays)
+        return state_flag(arrays, _LEAF_ORDER, "HyperbolicGraphIndex")
 
     @property
     def nbytes(self) -> int:
@@ -1443,17 +1444,6 @@ class HyperbolicGraphIndex:
         return (f"{type(self).__name__}(n_neighbors={self.n_neighbors}, max_degree={self.max_degree}, ef={self.ef}, "
                 f"target_recall={self.target_recall}, leaf_size={self.leaf_size}, n_trees={self.n_trees}, "
                 f"max_rounds={self.max_rounds}, random_state={self.random_state}{fitted})")
-
-
-def _leaf_order_flag(arrays):
-    """The stored :data:`_LEAF_ORDER` flag of a state (``False`` when absent)."""
-    if _LEAF_ORDER not in arrays:
-        return False
-    flag = np.asarray(arrays[_LEAF_ORDER])
-    if flag.shape != () or flag.dtype.kind not in "iu" or int(flag) != 1:
-        raise ValueError(f"not a valid HyperbolicGraphIndex state: '{_LEAF_ORDER}' must be the integer 1 "
-                         f"when present, got {flag!r}")
-    return True
 
 
 def _check_budget(budget):
