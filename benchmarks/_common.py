@@ -17,8 +17,8 @@ sys.path.insert(0, ROOT)
 from _proc import status_bytes  # noqa: E402
 from hypann.eval.timing import median_time  # noqa: E402  (re-exported for the scripts)
 
-__all__ = ["ROOT", "PeakSampler", "family_arguments", "family_cases", "family_split", "git_sha", "machine",
-           "markdown_table", "median_time", "status_bytes", "write_json"]
+__all__ = ["ROOT", "WORDNET_POINTS", "PeakSampler", "family_arguments", "family_cases", "family_split", "git_sha",
+           "machine", "markdown_table", "median_time", "status_bytes", "write_json"]
 
 
 def git_sha() -> str:
@@ -62,6 +62,10 @@ def family_arguments(ap, *, n, queries, brute_queries, repeats, repeats_help=Non
     ap.add_argument("--seed", type=int, default=0)
 
 
+#: Points of the WordNet noun embeddings (``hypann.datasets.families.wordnet_nouns``): base + queries at most.
+WORDNET_POINTS = 82_115
+
+
 def family_cases(families, dims):
     """``(family, dim)`` for every family of the comma-separated ``families`` and every dimension of
     ``dims`` in which it exists (WordNet only in its own dimensions), dimension by dimension."""
@@ -80,7 +84,7 @@ def family_split(name, dim, args):
     from hypann.datasets.families import make_family
     from hypann.geometry._kernels import conformal_factor
 
-    n = min(args.n, 82_115 - args.queries) if name == "wordnet_nouns" else args.n
+    n = min(args.n, WORDNET_POINTS - args.queries) if name == "wordnet_nouns" else args.n
     points = make_family(name, n + args.queries, dim, seed=args.seed)
     base_ids, query_ids = holdout_split(len(points), args.queries, seed=args.seed)
     X, Q = np.ascontiguousarray(points[base_ids]), np.ascontiguousarray(points[query_ids])

@@ -64,14 +64,13 @@ import numpy as np
 
 import hypann
 import peers
-from _common import ROOT, family_arguments, markdown_table, write_json
+from _common import ROOT, WORDNET_POINTS, family_arguments, markdown_table, write_json
 from hypann.datasets.base import holdout_split
 from hypann.datasets.families import FAMILIES, make_family
 from hypann.eval.numpy_brute import numpy_brute_knn
 from hypann.metrics import recall_per_query
 
 K = 10
-WORDNET_POINTS = 82_115
 EFS = (10, 16, 32, 64, 128)
 PYNND_EPSILONS = (0.0, 0.1, 0.2, 0.4, 0.8)
 USEARCH_EXPANSIONS = (16, 32, 64, 128, 256)

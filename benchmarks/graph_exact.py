@@ -33,13 +33,12 @@ import time
 import numpy as np
 
 import hypann
-from _common import family_arguments, markdown_table, median_time, write_json
+from _common import WORDNET_POINTS, family_arguments, markdown_table, median_time, write_json
 from hypann.datasets.base import holdout_split
 from hypann.datasets.families import FAMILIES, make_family
 from hypann.eval.numpy_brute import numpy_brute_knn
 
 K = 10
-WORDNET_POINTS = 82_115
 
 
 def run_case(name, dim, args, progress):

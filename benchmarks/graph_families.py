@@ -30,7 +30,7 @@ import numba
 import numpy as np
 
 import peers
-from _common import family_arguments, markdown_table, median_time, write_json
+from _common import WORDNET_POINTS, family_arguments, markdown_table, median_time, write_json
 from hypann.datasets.base import holdout_split
 from hypann.datasets.families import FAMILIES, make_family
 from hypann.eval.numpy_brute import numpy_brute_knn
@@ -39,7 +39,6 @@ from hypann.graph import HyperbolicGraphIndex
 K = 10
 EF_SWEEP = (10, 16, 32, 64, 128, 256, 1024)
 PYNND_EPSILONS = (0.0, 0.1, 0.2, 0.4)
-WORDNET_POINTS = 82_115
 
 
 def graph_rows(problem, efs, repeats, seed=0):

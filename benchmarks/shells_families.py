@@ -39,7 +39,7 @@ import time
 import numpy as np
 
 import hypann
-from _common import family_arguments, markdown_table, write_json
+from _common import WORDNET_POINTS, family_arguments, markdown_table, write_json
 from hypann.datasets.base import holdout_split
 from hypann.datasets.families import FAMILIES, make_family
 from hypann.eval.numpy_brute import numpy_brute_knn
@@ -52,7 +52,6 @@ VARIANTS = [
     ("paper lsh", {"oracle": PAPER_LSH}),
     ("paper lsh, recenter=True", {"oracle": PAPER_LSH, "recenter": True}),
 ]
-WORDNET_POINTS = 82_115
 
 
 def run_case(name, args, progress):
