@@ -990,7 +990,8 @@ def _search_one(points, conf, nbrs, pivots, thresholds, children, ranges, order,
 
 @nb.njit(cache=True)
 def _search_range(points, conf, nbrs, pivots, thresholds, children, ranges, order, leaf_order, n_seeds,
-                  pivot_node_size, queries, q_conf, ef, budget, exclude, first, stop, seen, tag0, out_i, out_d, samples):
+                  pivot_node_size, queries, q_conf, ef, budget, exclude, first, stop, seen, tag0, out_i, out_d,
+                  samples):
     """Search queries ``first <= i < stop`` (:func:`_search_one`) into rows ``i`` of the outputs.
 
     Query ``i`` marks what it visits in ``seen`` with tag ``tag0 + i``; the
