@@ -104,6 +104,23 @@ def test_dist_from_delta_equals_arccosh_form(rng):
     assert P.delta_from_dist(d1) == pytest.approx(P.delta(x, y), rel=1e-12)
 
 
+@pytest.mark.parametrize("c", [1.0, 0.3, 4.0, 1])
+def test_dist_from_delta_is_the_formula_bit_for_bit(rng, c):
+    """The in-place computation gives the formula's bits for arrays of any shape and for scalars."""
+    d = np.concatenate([rng.random(50) * 10.0 ** rng.integers(-30, 30, 50), [0.0, np.inf, 1e300, 5e-324]])
+    for arr in (d, d.reshape(2, -1), d[::3], d[d < 1e30].astype(np.float32)):
+        before = arr.copy()
+        got = P.dist_from_delta(arr, c=c)
+        want = 2.0 * np.arcsinh(np.sqrt(np.asarray(arr, dtype=np.float64))) / np.sqrt(c)
+        assert got.dtype == np.float64 and got.shape == arr.shape
+        np.testing.assert_array_equal(got, want)
+        np.testing.assert_array_equal(arr, before)  # the input is not overwritten
+    for scalar in (0.25, np.float64(3.0), 7):
+        got = P.dist_from_delta(scalar, c=c)
+        assert np.ndim(got) == 0 and got == 2.0 * np.arcsinh(np.sqrt(float(scalar))) / np.sqrt(c)
+    assert P.dist_from_delta([[0.5, 2.0]], c=c).shape == (1, 2)
+
+
 def test_dist0_and_curvature(rng):
     x = point_at_hyperbolic_norm(rng, 5, 12.0)
     assert P.dist0(x) == pytest.approx(12.0, rel=1e-10)

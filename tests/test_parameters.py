@@ -107,6 +107,7 @@ CASES = [
     ("index", "c", NAN, r"curvature c must be a finite number > 0, got c=nan"),
     ("index", "c", INF, r"curvature c must be a finite number > 0, got c=inf"),
     ("index", "c", "2", r"curvature c must be a finite number > 0, got c='2'"),
+    ("index", "c", 10 ** 400, r"curvature c must be a finite number > 0, got c=1000000000"),
     ("index", "c", True, r"curvature c must be a finite number > 0, got c=True"),
     ("index", "random_state", -1, r"random_state must be a non-negative integer or None, got random_state=-1$"),
     ("index", "random_state", 1.5, r"random_state must be a non-negative integer or None, got random_state=1.5 \(float\)"),

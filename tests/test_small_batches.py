@@ -238,3 +238,41 @@ def test_seed_rows_equal_seed_ids(data):
         tree.search_exact(Q, qc, 4, seed_ids=ids, seed_rows=rows)
     with pytest.raises(ValueError, match=r"seed_rows must be an integer array of shape \(40, s\)"):
         tree.search_exact(Q, qc, 4, seed_rows=rows[:3])
+
+
+def test_one_query_per_call_counts_rounds_like_the_batch(data):
+    X, Q = data
+    for config in (dict(algorithm="graph"), dict(algorithm="graph", exact=True), dict(algorithm="hkdtree")):
+        index = hypann.HyperbolicIndex(random_state=0, verbose=False, **config).build(X)
+        batch = index.search(Q, 5).stats
+        for i in range(3):
+            one = index.search(Q[i:i + 1], 5).stats
+            assert one.rounds.dtype == one.oracle_calls.dtype == np.int64
+            assert one.rounds[0] == batch.rounds[i] and one.oracle_calls[0] == batch.oracle_calls[i]
+
+
+def test_graph_one_query_calls_leave_the_shared_no_budget_rows_alone(data):
+    """A one-query graph search without budget passes module-level rows to the kernel; it must only read them."""
+    from hypann.graph import knn_graph
+
+    X, Q = data
+    index = hypann.HyperbolicIndex(algorithm="graph", random_state=0, verbose=False).build(X)
+    for i in range(len(Q)):
+        index.search(Q[i:i + 1], 5)
+    index.search(Q[:1], 5, budget=30)
+    assert np.all(knn_graph._NO_BUDGETS == np.iinfo(np.int64).max)
+    assert np.all(knn_graph._NO_EXCLUDES == -1)
+
+
+@pytest.mark.parametrize("ids, expected", [
+    (np.zeros((0, 3), dtype=np.int64), False),
+    (np.arange(12, dtype=np.int64).reshape(3, 4), False),
+    (np.array([[0, 1, -1]], dtype=np.int64), True),
+    (np.arange(-3, 9, dtype=np.int64).reshape(3, 4)[:, 1::2], True),  # strided: -2 in row 0
+    (np.arange(-3, 9, dtype=np.int64).reshape(3, 4)[1:, ::2], False),  # strided, row 0 left out
+    (np.array([5, -(2 ** 62)], dtype=np.int64), True),
+    (np.array([[7, -2]], dtype=np.int32), True),
+])
+def test_any_negative(ids, expected):
+    assert _kernels.any_negative(ids) is expected
+    assert expected == bool(ids.size and ids.min() < 0)

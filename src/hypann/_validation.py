@@ -18,6 +18,7 @@ allowed. Booleans must be real booleans: the string ``"no"`` is not False.
 
 from __future__ import annotations
 
+import math
 from numbers import Integral, Real
 
 import numpy as np
@@ -138,9 +139,13 @@ def check_model(model):
 def check_curvature(c):
     if not _is_real(c):
         raise ParameterTypeError(f"curvature c must be a finite number > 0, got c={c!r}")
-    if not np.isfinite(c) or c <= 0:
+    try:
+        value = float(c)
+    except OverflowError:  # an int beyond float range
+        value = math.inf
+    if not math.isfinite(value) or value <= 0:
         raise ValueError(f"curvature c must be a finite number > 0, got c={c!r}")
-    return float(c)
+    return value
 
 
 _FAST_DTYPES = (np.dtype(np.float64), np.dtype(np.float32))

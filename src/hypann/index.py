@@ -5,13 +5,13 @@ from __future__ import annotations
 import inspect
 import logging
 import os
-from contextlib import nullcontext
 
 import numpy as np
 
 from hypann import _validation as V
 from hypann import _progress as progress
 from hypann._runtime import SERIAL_MAX_QUERIES, check_n_jobs, notice_first_compile, numba_threads
+from hypann.geometry._kernels import any_negative
 from hypann.geometry.gram_scan import knn_delta_scan
 from hypann.geometry.poincare import delta_from_dist, dist_from_delta
 from hypann.oracles.base import EuclideanOracle
@@ -473,9 +473,10 @@ class HyperbolicIndex:
         m = queries.shape[0]
         if m == 0:
             return SearchResult(np.empty((0, k), np.int64), np.empty((0, k)), SearchStats.zeros(0))
-        serial = m <= SERIAL_MAX_QUERIES and self.algorithm_.serial_small_batches and not self.live_.n_changes
-        # serial kernels only: numba's thread setting does not matter (and costs a few microseconds)
-        with nullcontext() if serial else numba_threads(self.n_jobs, work=m):
+        if m <= SERIAL_MAX_QUERIES and self.algorithm_.serial_small_batches and not self.live_.n_changes:
+            # serial kernels only: numba's thread setting does not matter (and costs a few microseconds)
+            return self._result(*self._search_rows(queries, q_conf, k, budget, query_params))
+        with numba_threads(self.n_jobs, work=m):
             if self.verbose and m > PROGRESS_MIN_QUERIES and budget is None and self.algorithm not in _ROW_SEEDED:
                 rows, deltas, stats = self._search_rows_with_progress(queries, q_conf, k, query_params)
             else:
@@ -524,7 +525,7 @@ class HyperbolicIndex:
         such rows are answered by an exact scan (their samples count it).
         """
         rows = np.asarray(rows, dtype=np.int64)
-        if rows.min(initial=0) >= 0:
+        if not any_negative(rows):
             return rows, deltas
         short = np.flatnonzero((rows < 0).any(axis=1))
         points, conformal = self.points_, self.conformal_  # gathered once when the structure holds them
@@ -640,7 +641,7 @@ class HyperbolicIndex:
     def _result(self, ids, deltas, stats):
         ids = self._labels_of(np.asarray(ids, dtype=np.int64))
         distances = dist_from_delta(deltas, c=self.c)
-        if ids.min(initial=0) < 0:
+        if any_negative(ids):
             distances[ids < 0] = np.inf
         return SearchResult(ids, distances, stats)
 

@@ -37,6 +37,14 @@ class SearchStats:
         z = lambda: np.zeros(m, dtype=np.int64)  # noqa: E731
         return cls(z(), z(), z(), {name: z() for name in extra_names})
 
+    @classmethod
+    def without_oracle(cls, samples, rounds):
+        """Counters of a search that calls no oracle: ``samples`` per query, ``rounds`` (an int) for all."""
+        m = samples.shape[0]
+        each = np.empty(m, dtype=np.int64)
+        each.fill(rounds)  # cheaper than np.full for the one-query calls
+        return cls(np.zeros(m, dtype=np.int64), samples, each)
+
     def as_dict(self) -> dict:
         out = {"oracle_calls": self.oracle_calls, "samples": self.samples, "rounds": self.rounds}
         out.update(self.extra)

@@ -437,6 +437,19 @@ def gather_points_in_place(points, conformal, perm):
     gather_rows_in_place(conformal[:, None], perm)  # a view: the writes reach ``conformal``
 
 
+@nb.njit(cache=True)
+def any_negative(ids):
+    """Whether any entry of the int array ``ids`` is ``< 0`` (a missing neighbour).
+
+    One serial pass that stops at the first hit; for a query's row of ids
+    it costs a tenth of ``ids.min() < 0``'s numpy call.
+    """
+    for v in ids.flat:
+        if v < 0:
+            return True
+    return False
+
+
 def inverse_permutation(perm):
     """``inverse`` (int64) with ``inverse[perm[t]] == t``: gathering by it undoes a gather by ``perm``.
 

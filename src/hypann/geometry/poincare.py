@@ -192,8 +192,20 @@ def pairwise_delta(q, x, *, cq=None, cx=None, c: float = 1.0):
 
 
 def dist_from_delta(d, *, c: float = 1.0):
-    """Distance from the surrogate: ``2 asinh(sqrt(delta)) / sqrt(c)``."""
-    return 2.0 * np.arcsinh(np.sqrt(np.asarray(d, dtype=np.float64))) / np.sqrt(c)
+    """Distance from the surrogate: ``2 asinh(sqrt(delta)) / sqrt(c)``.
+
+    Computed in place in one new array (the same operations in the same
+    order as the formula, so the same bits).
+    """
+    d = np.asarray(d, dtype=np.float64)
+    if d.ndim == 0:
+        return 2.0 * np.arcsinh(np.sqrt(d)) / np.sqrt(c)
+    out = np.sqrt(d)
+    np.arcsinh(out, out=out)
+    out *= 2.0
+    if c != 1.0:
+        out /= np.sqrt(c)
+    return out
 
 
 def delta_from_dist(r, *, c: float = 1.0):

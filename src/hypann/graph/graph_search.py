@@ -175,15 +175,13 @@ class GraphSearch(SearchAlgorithm):
 
     def search(self, queries, q_conformal, k, *, budget=None, ef=None):
         ids, deltas, samples = self.graph_.search(queries, q_conformal, k, ef=ef, budget=budget)
-        m = queries.shape[0]
         if self.exact:
             # the tree gets what the graph left of the budget (a hard limit overall)
             left = None if budget is None else np.maximum(budget - samples, 0)
             seeds = {"seed_rows" if self.owns_points else "seed_ids": ids}  # graph ids: tree positions, or input ids
             ids, deltas, tree_samples = self.tree_.search_exact(queries, q_conformal, k, budget=left, **seeds)
             samples = samples + tree_samples
-        rounds = np.full(m, 2 if self.exact else 1, dtype=np.int64)
-        return ids, deltas, SearchStats(np.zeros(m, dtype=np.int64), samples, rounds)
+        return ids, deltas, SearchStats.without_oracle(samples, 2 if self.exact else 1)
 
     def get_state(self):
         # the points are saved once: by the graph (leaf order) or the kd-tree (exact=True)

@@ -158,6 +158,10 @@ __all__ = ["HyperbolicGraphIndex", "GraphSearchResult"]
 logger = logging.getLogger(__name__)
 
 _NO_BUDGET = np.iinfo(np.int64).max
+# Per-query budgets and left-out points of a small search without either (read, never written,
+# by the search kernels): one allocation fewer per one-query call.
+_NO_BUDGETS = np.full(SERIAL_MAX_QUERIES, _NO_BUDGET, dtype=np.int64)
+_NO_EXCLUDES = np.full(SERIAL_MAX_QUERIES, -1, dtype=np.int64)
 # Points per block of the parallel loops (a block's work does not depend on the thread count).
 _CHUNK = 1024
 # Candidates per point and round in NN-descent (new and old each; at most K). A round costs
@@ -1294,8 +1298,11 @@ class HyperbolicGraphIndex:
 
     def _run(self, queries, q_conformal, k, ef, budget, exclude):
         m = queries.shape[0]
-        b = np.full(m, _NO_BUDGET if budget is None else budget, dtype=np.int64)
-        ex = np.full(m, -1, dtype=np.int64) if exclude is None else np.ascontiguousarray(exclude, dtype=np.int64)
+        if budget is None and exclude is None and m <= SERIAL_MAX_QUERIES:  # the kernels only read them
+            b, ex = _NO_BUDGETS[:m], _NO_EXCLUDES[:m]
+        else:
+            b = np.full(m, _NO_BUDGET if budget is None else budget, dtype=np.int64)
+            ex = np.full(m, -1, dtype=np.int64) if exclude is None else np.ascontiguousarray(exclude, dtype=np.int64)
         structure = (self.points_, self.conformal_, self.neighbors_, self.tree_pivots_, self.tree_thresholds_,
                      self.tree_children_, self.tree_ranges_, self.tree_order_, self.in_leaf_order_, self.leaf_size,
                      PIVOT_SEED_LEAVES * self.leaf_size)

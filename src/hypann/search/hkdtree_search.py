@@ -16,8 +16,6 @@ with no allowance; the most promising leaves are examined first.
 
 from __future__ import annotations
 
-import numpy as np
-
 from hypann._params import Param
 from hypann.result import SearchStats
 from hypann.search.base import SearchAlgorithm
@@ -63,8 +61,7 @@ class HyperbolicKDTreeSearch(SearchAlgorithm):
 
     def search(self, queries, q_conformal, k, *, budget=None, removed=None):
         ids, deltas, samples = self.tree_.search_exact(queries, q_conformal, k, budget=budget, removed=removed)
-        m = queries.shape[0]
-        return ids, deltas, SearchStats(np.zeros(m, dtype=np.int64), samples, np.ones(m, dtype=np.int64))
+        return ids, deltas, SearchStats.without_oracle(samples, 1)
 
     supports_radius = True
 
