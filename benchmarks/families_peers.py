@@ -422,7 +422,6 @@ def summary_rows(cases):
         auto = get("hypann auto (exact)")
         acc = acceptance(case, rows)
         hs, ps = acc["single_vs_peer"], acc["single_vs_peer"]
-        b1, b2 = acc["build"]["1thr"], acc["build"]["2thr"]
         row = {
             "family": case["family"], "n": case["n"], "brute q/s": f"{case['brute_qps']:.0f}",
             "auto (exact)": f"{auto['speedup']:.0f}x ({_auto_choice(auto['note'])})",

@@ -227,7 +227,7 @@ def main():
             storage, _, leaf = config.partition(":")
             index = hypann.HyperbolicIndex(storage=storage, leaf_size=int(leaf or 16), n_jobs=1).build(X)
             index.search(Q[:5], 10)
-            times[config] = median_time(lambda: index.search(Q, 10), repeats=args.repeats)[0]
+            times[config] = median_time(lambda index=index: index.search(Q, 10), repeats=args.repeats)[0]
             del index
         speed.append({"d": d, "n": args.n, "float64_qps": args.queries / times["float64"],
                       "float32_qps": args.queries / times["float32"],

@@ -102,10 +102,10 @@ def run_one(cfg):
     out["raw_float32_mb"] = X.shape[0] * (X.shape[1] - (model == "lorentz")) * 4 / MB
     k = cfg["k"]
     index.search(Q[:10], k)
-    out["batch_qps"] = len(Q) / median_time(lambda: index.search(Q, k), repeats=cfg["repeats"], warmup=0)[0]
+    out["batch_qps"] = len(Q) / median_time(lambda index=index: index.search(Q, k), repeats=cfg["repeats"], warmup=0)[0]
     singles = Q[: cfg["single"]]
-    out["single_qps"] = 1.0 / np.median([median_time(lambda q=q: index.search(q[None, :], k), repeats=1, warmup=0)[0]
-                                         for q in singles])
+    out["single_qps"] = 1.0 / np.median([median_time(lambda q=q, index=index: index.search(q[None, :], k), repeats=1,
+                                                     warmup=0)[0] for q in singles])
     if cfg["threads_check"]:
         one = hypann.HyperbolicIndex(**settings, n_jobs=1)
         t0 = time.perf_counter()

@@ -409,7 +409,7 @@ def _reference_search_graph(X, cx, rows, bridges, D, max_copies):
         fwd = sorted(((d(p, v), j, v) for j, v in enumerate(rows[p]) if v >= 0))
         fwd = [(dv, v) for dv, _, v in fwd]
         back = sorted(rev[p], key=lambda e: e[0])[:D]  # stable: smaller p first
-        merged, c, copies = [v for v in bridges[p] if v >= 0][:D], 0, 0
+        merged, copies = [v for v in bridges[p] if v >= 0][:D], 0
         a = b = 0
         while len(merged) < D and (a < len(fwd) or b < len(back)):
             if a < len(fwd) and (b == len(back) or fwd[a][0] <= back[b][0]):

@@ -545,7 +545,6 @@ def _scan_leaf(pts, conf, perm, first, stop, q, cq, hd, hid, seeded, alive, cnt,
     only decreases). The offers are made in tree order.
     """
     k = hd.shape[0]
-    d = q.shape[0]
     t = first
     if alive.shape[0] == 0:
         while t + 4 <= stop and cnt + 4 <= limit:
