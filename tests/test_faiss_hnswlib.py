@@ -139,3 +139,69 @@ def test_hnswlib_is_deterministic_single_thread(easy):
     a = HnswlibOracle(M=8, ef=10).build(X[:1000]).knn(Q, 5)
     b = HnswlibOracle(M=8, ef=10).build(X[:1000]).knn(Q, 5)
     np.testing.assert_array_equal(a.indices, b.indices)
+
+
+def _all_distinct_and_true(res, Q, X, k):
+    assert res.indices.shape == (len(Q), k)
+    for row in res.indices:
+        assert np.unique(row).size == k and row.min() >= 0
+    np.testing.assert_array_equal(res.sq_dist, np.einsum("mkd,mkd->mk", Q[:, None] - X[res.indices],
+                                                          Q[:, None] - X[res.indices]))
+    assert np.all(np.diff(res.sq_dist, axis=1) >= 0)
+
+
+def test_hnswlib_answers_when_its_graph_reaches_fewer_than_k_points():
+    """hnswlib refuses a batch in which a search found fewer than k points (here: 5,000 copies of one point)."""
+    import hnswlib
+
+    X = np.tile([[0.1, -0.2, 0.05]], (5000, 1))
+    Q = np.array([[0.1, -0.2, 0.05], [0.0, 0.0, 0.0], [0.3, 0.3, 0.3]])
+    raw = hnswlib.Index(space="l2", dim=3)
+    raw.init_index(max_elements=5000, M=16, ef_construction=200, random_seed=100)
+    raw.add_items(X.astype(np.float32), np.arange(5000), num_threads=1)
+    raw.set_ef(1600)
+    with pytest.raises(RuntimeError, match="Cannot return the results"):  # what the oracle has to handle
+        raw.knn_query(Q.astype(np.float32), k=1600)
+    _all_distinct_and_true(HnswlibOracle().build(X).knn(Q, 1600), Q, X, 1600)
+
+
+def test_hnswlib_rows_that_stay_short_get_a_float64_scan(easy):
+    """A row that fails alone too is answered by an exact scan; the others keep hnswlib's answer."""
+    X, Q, truth = easy
+    Q = Q[:6]
+    oracle = HnswlibOracle().build(X)
+    real = oracle._index
+
+    class Refusing:  # hnswlib's behaviour for batches and for query 2 alone
+        def set_ef(self, ef):
+            real.set_ef(ef)
+
+        def knn_query(self, x, k, num_threads=1):
+            if len(x) > 1 or np.array_equal(x[0], Q[2].astype(np.float32)):
+                raise RuntimeError("Cannot return the results in a contiguous 2D array. Probably ef or M is too small")
+            return real.knn_query(x, k=k, num_threads=num_threads)
+
+    oracle._index = Refusing()
+    res = oracle.knn(Q, 10)
+    _all_distinct_and_true(res, Q, X, 10)
+    exact = BruteForceOracle().build(X).knn(Q[2:3], 10)
+    np.testing.assert_array_equal(res.indices[2], exact.indices[0])
+    oracle._index = real
+    alone = oracle.knn(Q[[0, 1, 3, 4, 5]], 10)
+    np.testing.assert_array_equal(res.indices[[0, 1, 3, 4, 5]], alone.indices)
+
+
+def test_hnswlib_other_errors_are_not_swallowed(easy):
+    X, Q, _ = easy
+    oracle = HnswlibOracle().build(X)
+
+    class Broken:
+        def set_ef(self, ef):
+            pass
+
+        def knn_query(self, x, k, num_threads=1):
+            raise RuntimeError("something else")
+
+    oracle._index = Broken()
+    with pytest.raises(RuntimeError, match="something else"):
+        oracle.knn(Q[:3], 5)

@@ -7,6 +7,12 @@ differences and re-sorts them. Build settings (``M``, ``ef_construction``)
 are kept apart from the query setting ``ef`` (raised to ``k`` when smaller,
 as hnswlib requires ``ef >= k``).
 
+Short rows: hnswlib raises for a whole batch when one query's search
+reaches fewer than ``k`` points, which happens when its graph has lost
+elements (many exact duplicates, ``k`` a large part of ``n``; hnswlib
+issues #244, #373). The oracle then asks each row alone and answers a row
+that still falls short by a float64 scan of all points.
+
 Threads: hnswlib's ``ef`` is a setting of the whole index (``set_ef``), not
 of one query, so every query holds a per-oracle lock from ``set_ef`` to the
 end of ``knn_query``: concurrent searches from several Python threads with
@@ -22,6 +28,11 @@ import numpy as np
 
 from hypann._params import Param
 from hypann.oracles.base import EuclideanNeighbors, EuclideanOracle, rerank_float64
+
+
+def _found_too_few(exc):
+    """Whether ``exc`` is hnswlib's refusal of a batch in which a search reached fewer than ``k`` points."""
+    return "Cannot return the results" in str(exc)
 
 
 def _import_hnswlib():
@@ -108,9 +119,35 @@ class HnswlibOracle(EuclideanOracle):
         x32 = np.ascontiguousarray(queries, dtype=np.float32)
         with self._lock:  # ef is index-global in hnswlib
             self._index.set_ef(max(ef, k))
-            labels, _ = self._index.knn_query(x32, k=k, num_threads=self.num_threads)
+            try:
+                labels, _ = self._index.knn_query(x32, k=k, num_threads=self.num_threads)
+            except RuntimeError as exc:
+                if not _found_too_few(exc):
+                    raise
+                labels = self._rows_one_at_a_time(queries, x32, k)
         sq, ids = rerank_float64(queries, self._points, labels.astype(np.int64))
         return EuclideanNeighbors(sq, ids)
+
+    def _rows_one_at_a_time(self, queries, x32, k):
+        """Labels ``(m, k)`` when a batch found fewer than ``k`` points for some row.
+
+        hnswlib refuses a whole batch when one query's search reaches fewer
+        than ``k`` points (a graph that lost elements, e.g. on many exact
+        duplicates). Each row is asked again alone; a row that still falls
+        short gets its ``k`` nearest by a float64 scan of all points: an exact
+        answer, which an approximate oracle may always give.
+        """
+        labels = np.empty((x32.shape[0], k), dtype=np.int64)
+        for i in range(x32.shape[0]):
+            try:
+                labels[i] = self._index.knn_query(x32[i:i + 1], k=k, num_threads=1)[0][0]
+            except RuntimeError as exc:
+                if not _found_too_few(exc):
+                    raise
+                diff = self._points - queries[i]
+                sq = np.einsum("nd,nd->n", diff, diff)
+                labels[i] = np.argsort(sq, kind="stable")[:k]
+        return labels
 
     @property
     def nbytes(self):
