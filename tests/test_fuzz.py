@@ -122,6 +122,22 @@ def test_large_shapes_match_brute_force(runner, case):
     assert_cases_pass(runner, [case])
 
 
+# Cases `benchmarks/fuzz.py --seed 9` found failing (hnswlib refused batches in which its graph
+# reached fewer than k points: all-identical points, a lattice; fixed in d60d6a8).
+FORMER_FUZZ_FAILURES = [
+    {"pair": "shells/hnswlib", "generator": "all_identical", "n": 8745, "d": 3, "k": 1644, "m": 6,
+     "seed": 1227709380, "params": {"width": 10.0}, "budget": None, "n_jobs": 1},
+    {"pair": "shells+recenter/hnswlib", "generator": "axis_lattice", "n": 12311, "d": 2, "k": 1657, "m": 4,
+     "seed": 1687739592, "params": {"width": 1.5}, "budget": None, "n_jobs": 1},
+]
+
+
+@pytest.mark.parametrize("case", FORMER_FUZZ_FAILURES, ids=lambda c: f"{c['pair']}-{c['generator']}")
+def test_former_fuzz_failures_pass(runner, case):
+    pytest.importorskip("hnswlib")
+    assert_cases_pass(runner, [case])
+
+
 # ----------------------------------------------------------------------------- hypothesis
 @st.composite
 def cases(draw, pairs):
