@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from hypann._runtime import filled
 from hypann.metrics import DEFAULT_EPSILON, recall
 
 
@@ -41,9 +42,7 @@ class SearchStats:
     def without_oracle(cls, samples, rounds):
         """Counters of a search that calls no oracle: ``samples`` per query, ``rounds`` (an int) for all."""
         m = samples.shape[0]
-        each = np.empty(m, dtype=np.int64)
-        each.fill(rounds)  # cheaper than np.full for the one-query calls
-        return cls(np.zeros(m, dtype=np.int64), samples, each)
+        return cls(np.zeros(m, dtype=np.int64), samples, filled(m, rounds, np.int64))
 
     def as_dict(self) -> dict:
         out = {"oracle_calls": self.oracle_calls, "samples": self.samples, "rounds": self.rounds}

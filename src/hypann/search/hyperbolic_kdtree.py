@@ -90,7 +90,7 @@ import numba as nb
 import numpy as np
 
 from hypann._params import Param
-from hypann._runtime import SERIAL_MAX_QUERIES
+from hypann._runtime import SERIAL_MAX_QUERIES, filled
 from hypann._validation import (
     check_positive_int,
     check_state_array,
@@ -770,9 +770,7 @@ def _range_fill(pts, conf, perm, lo, hi, left, right, start, end, max_conf, aliv
 def _budget_array(budget, m):
     """None -> no limit; scalar or (m,) -> int64 (m,) remaining samples (negatives -> 0)."""
     if budget is None:
-        out = np.empty(m, dtype=np.int64)
-        out.fill(_NO_BUDGET)
-        return out
+        return filled(m, _NO_BUDGET, np.int64)
     b = np.asarray(budget)
     if b.ndim > 1 or (b.ndim == 1 and b.shape[0] != m):
         raise ValueError(f"budget must be None, a scalar or an array of shape ({m},), got shape {b.shape}")
@@ -1236,10 +1234,8 @@ class HyperbolicKDTree:
         k = check_positive_int(k, "k")
         queries, q_conformal = check_stored_queries(queries, q_conformal, self.dim_)
         m = queries.shape[0]
-        out_i = np.empty((m, k), dtype=np.int64)  # empty + fill: half of np.full's cost for one query
-        out_i.fill(-1)
-        out_d = np.empty((m, k))
-        out_d.fill(np.inf)
+        out_i = filled((m, k), -1, np.int64)
+        out_d = filled((m, k), np.inf)
         if seed_ids is not None and seed_rows is not None:
             raise ValueError("give seed_ids or seed_rows, not both")
         seeded = seed_ids is not None or seed_rows is not None
