@@ -475,12 +475,13 @@ class HyperbolicIndex:
             return SearchResult(np.empty((0, k), np.int64), np.empty((0, k)), SearchStats.zeros(0))
         if m <= SERIAL_MAX_QUERIES and self.algorithm_.serial_small_batches and not self.live_.n_changes:
             # serial kernels only: numba's thread setting does not matter (and costs a few microseconds)
-            return self._result(*self._search_rows(queries, q_conf, k, budget, query_params))
-        with numba_threads(self.n_jobs, work=m):
-            if self.verbose and m > PROGRESS_MIN_QUERIES and budget is None and self.algorithm not in _ROW_SEEDED:
-                rows, deltas, stats = self._search_rows_with_progress(queries, q_conf, k, query_params)
-            else:
-                rows, deltas, stats = self._search_rows(queries, q_conf, k, budget, query_params)
+            rows, deltas, stats = self._search_rows(queries, q_conf, k, budget, query_params)
+        else:
+            with numba_threads(self.n_jobs, work=m):
+                if self.verbose and m > PROGRESS_MIN_QUERIES and budget is None and self.algorithm not in _ROW_SEEDED:
+                    rows, deltas, stats = self._search_rows_with_progress(queries, q_conf, k, query_params)
+                else:
+                    rows, deltas, stats = self._search_rows(queries, q_conf, k, budget, query_params)
         return self._result(rows, deltas, stats)
 
     def _search_rows_with_progress(self, queries, q_conf, k, query_params):
