@@ -28,6 +28,7 @@ import numpy as np
 
 from hypann._params import Param
 from hypann.oracles.base import EuclideanNeighbors, EuclideanOracle, rerank_float64
+from hypann.oracles.brute import _brute_sq_knn
 
 
 def _found_too_few(exc):
@@ -133,20 +134,26 @@ class HnswlibOracle(EuclideanOracle):
 
         hnswlib refuses a whole batch when one query's search reaches fewer
         than ``k`` points (a graph that lost elements, e.g. on many exact
-        duplicates). Each row is asked again alone; a row that still falls
-        short gets its ``k`` nearest by a float64 scan of all points: an exact
-        answer, which an approximate oracle may always give.
+        duplicates). Each row is asked again alone; the rows that still fall
+        short get their ``k`` nearest by the brute-force oracle's float64 scan
+        of all points: an exact answer, which an approximate oracle may always
+        give.
         """
-        labels = np.empty((x32.shape[0], k), dtype=np.int64)
-        for i in range(x32.shape[0]):
+        m = x32.shape[0]
+        labels = np.empty((m, k), dtype=np.int64)
+        short = []
+        for i in range(m):
             try:
                 labels[i] = self._index.knn_query(x32[i:i + 1], k=k, num_threads=1)[0][0]
             except RuntimeError as exc:
                 if not _found_too_few(exc):
                     raise
-                diff = self._points - queries[i]
-                sq = np.einsum("nd,nd->n", diff, diff)
-                labels[i] = np.argsort(sq, kind="stable")[:k]
+                short.append(i)
+        if short:
+            n = self._points.shape[0]
+            every = np.full(len(short), n, dtype=np.int64)  # no budget: each row scans all points
+            labels[short] = _brute_sq_knn(np.ascontiguousarray(queries[short]), self._points, np.arange(n), every,
+                                          k)[0]
         return labels
 
     @property
