@@ -442,7 +442,7 @@ def any_negative(ids):
     """Whether any entry of the int array ``ids`` is ``< 0`` (a missing neighbour).
 
     One serial pass that stops at the first hit; for a query's row of ids
-    it costs a tenth of ``ids.min() < 0``'s numpy call.
+    it is cheaper than the numpy call ``ids.min() < 0``.
     """
     for v in ids.flat:
         if v < 0:
