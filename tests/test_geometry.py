@@ -248,6 +248,79 @@ def test_delta4_below_is_delta_row_or_proves_it_is_not_below_for_each_row(d, see
         _kernels.delta4_below(q, cq, X[0], cx[0], X[1], cx[1], X[2], cx[2], X[3], cx[3], np.inf), full)
 
 
+def _mixed_scale_pair(rng, d, dtype):
+    """A query and a row whose coordinate differences span ten orders of magnitude (so sums of their
+    squares in different orders round differently), both well inside the ball."""
+    q = ball_points(rng, 1, d, min_conformal=1e-3)[0] * 0.5
+    x = (q + rng.choice([-1.0, 1.0], d) * 10.0 ** rng.uniform(-10, -1, d) / np.sqrt(d)).astype(dtype)
+    cq = _kernels.conformal_factor(q[None, :])[0]
+    cx = _kernels.conformal_factor(x.astype(np.float64)[None, :])[0]
+    return q, cq, x, cx
+
+
+@pytest.mark.kernels
+@given(st.integers(1, 300), st.integers(0, 2**32 - 1), st.sampled_from([np.float64, np.float32]),
+       st.floats(0.0, 2.0), st.booleans())
+def test_delta_lanes_below_is_delta_row_or_proves_it_is_not_below(d, seed, dtype, where, mixed):
+    """Finite: delta_row's value bit for bit; inf: delta_row is >= the given worst key. In particular
+    a worst key one ulp above delta_row never abandons the row, whatever the lanes' rounding."""
+    rng = np.random.default_rng(seed)
+    if mixed:
+        q, cq, x, cx = _mixed_scale_pair(rng, d, dtype)
+    else:
+        q, x = ball_points(rng, 2, d, min_conformal=1e-12 if dtype == np.float64 else 1e-5)
+        x = x.astype(dtype)
+        cq = _kernels.conformal_factor(q[None, :])[0]
+        cx = _kernels.conformal_factor(x.astype(np.float64)[None, :])[0]
+    shrink = _kernels.lanes_shrink(d)
+    full = _kernels.delta_row(q, cq, x, cx)
+    for worst in (full * where, full, np.nextafter(full, np.inf), np.inf, 0.0):
+        got = _kernels.delta_lanes_below(q, cq, x, cx, worst, shrink)
+        if np.isinf(got):
+            assert full >= worst
+        else:
+            assert got == full
+    assert _kernels.delta_lanes_below(q, cq, x, cx, np.nextafter(full, np.inf), shrink) == full
+
+
+def test_delta_lanes_below_needs_its_shrink_factor():
+    """The lanes' sum exceeds the sequential one on some rows: without the shrink factor such a row
+    would be abandoned against a worst key one ulp above its true delta (so the test above can fail)."""
+    rng = np.random.default_rng(1)
+    wrongly_abandoned = 0
+    for _ in range(2000):
+        d = int(rng.integers(16, 200))
+        q, cq, x, cx = _mixed_scale_pair(rng, d, np.float64)
+        full = _kernels.delta_row(q, cq, x, cx)
+        worst = np.nextafter(full, np.inf)
+        assert _kernels.delta_lanes_below(q, cq, x, cx, worst, _kernels.lanes_shrink(d)) == full
+        wrongly_abandoned += np.isinf(_kernels.delta_lanes_below(q, cq, x, cx, worst, 1.0))
+    assert wrongly_abandoned > 0
+
+
+@pytest.mark.kernels
+@given(n=st.integers(1, 200), d=st.integers(1, 70), k=st.integers(1, 12), seed=st.integers(0, 2**32 - 1),
+       dtype=st.sampled_from([np.float64, np.float32]), dup=st.integers(0, 30))
+def test_brute_scan_equals_offering_every_delta_row_in_order(n, d, k, seed, dtype, dup):
+    """The scan (four lanes and a screen from LANES_MIN_DIM on) returns what offering each row's
+    delta_row in row order gives: the same ids, ties to the lower row, and the same bits."""
+    rng = np.random.default_rng(seed)
+    X = ball_points(rng, n, d, min_conformal=1e-12 if dtype == np.float64 else 1e-5)
+    X[rng.integers(0, n, min(dup, n))] = X[rng.integers(0, n, min(dup, n))]  # exact duplicates: ties
+    X = X.astype(dtype)
+    cx = _kernels.conformal_factor(X.astype(np.float64))
+    Q = np.concatenate([ball_points(rng, 3, d), X[:2].astype(np.float64)])
+    cq = _kernels.conformal_factor(Q)
+    full = np.array([[_kernels.delta_row(q, c, X[j], cx[j]) for j in range(n)] for q, c in zip(Q, cq)])
+    ref_ids = np.argsort(full, axis=1, kind="stable")[:, :k]
+    ref_d = np.take_along_axis(full, ref_ids, 1)
+    for scan in (_kernels.brute_knn_delta_serial, _kernels.brute_knn_delta):
+        ids, ds = scan(Q, cq, X, cx, k)
+        np.testing.assert_array_equal(ids[:, :min(k, n)], ref_ids)
+        np.testing.assert_array_equal(ds[:, :min(k, n)], ref_d)
+        assert np.all(ids[:, n:] == -1) and np.all(np.isinf(ds[:, n:]))
+
+
 @pytest.mark.kernels
 @given(n=st.integers(0, 40), d=st.integers(1, 5), seed=st.integers(0, 2**32 - 1),
        dtype=st.sampled_from([np.float64, np.float32, np.int32]))

@@ -73,7 +73,7 @@ def test_search_exact_matches_brute_force(seed, n, d, k, leaf, dup):
 
 
 @pytest.mark.parametrize("storage", [np.float64, np.float32])
-@pytest.mark.parametrize("d", [1, 8, 9, 33])
+@pytest.mark.parametrize("d", [1, 8, 9, 16, 33, 64])
 @given(
     seed=st.integers(0, 2**31),
     n=st.integers(1, 400),
@@ -82,8 +82,9 @@ def test_search_exact_matches_brute_force(seed, n, d, k, leaf, dup):
     removed_share=st.sampled_from([0.0, 0.0, 0.3]),
 )
 def test_search_exact_early_abandoning_is_exact_across_chunks(seed, n, d, k, leaf, storage, removed_share):
-    # The leaf scan runs four points at a time and the child bounds two at a time, testing the
-    # partial sums every 8 coordinates: dimensions below, at and across that width, leaves
+    # The leaf scan runs four points at a time (below LANES_MIN_DIM = 16; from there on one point
+    # in four lanes, tested every 16 coordinates) and the child bounds two at a time, testing the
+    # partial sums every 8 coordinates: dimensions below, at and across those widths, leaves
     # not a multiple of four, float32 rows, removed points and seeds must all give brute force.
     # float32 rows stay inside the ball only down to 1-|x|^2 of about 1e-7: keep them above
     X, cx = _data(seed, n, d, n_dup=n // 6, min_conformal=1e-12 if storage is np.float64 else 1e-5)

@@ -254,6 +254,75 @@ def delta4_below(q, cq, x0, c0, x1, c1, x2, c2, x3, c3, worst):
             _finish_below(q, x2, s2, j, n2, worst), _finish_below(q, x3, s3, j, n3, worst))
 
 
+#: Dimension from which a scan screens each row with :func:`delta_lanes_below` (shorter rows: the
+#: sequential sum is as fast and needs no second pass).
+LANES_MIN_DIM = 16
+#: Coordinates between two early-abandon tests of :func:`delta_lanes_below` (a multiple of 4).
+LANES_STRIDE = 16
+_UNIT_ROUNDOFF = 2.0**-53
+
+
+@nb.njit(cache=True, inline="always")
+def lanes_shrink(d):
+    """A factor ``f < 1`` with ``fl(L f) <= S`` for any two float sums ``L``, ``S`` of the same ``d``
+    non-negative terms in any two orders (used by :func:`delta_lanes_below`).
+
+    Each order's sum is within ``gamma_h |sum|`` of the exact sum, ``gamma_h = h u / (1 - h u)``
+    for a summation tree of depth ``h`` and ``u = 2^-53``: ``h <= d`` for the sequential sum and
+    ``h <= d / 4 + LANES_STRIDE + 2 <= d + 20`` for the lanes. So with ``g = gamma_{d+20}``,
+    ``S >= L (1 - g) / (1 + g) >= L (1 - 2 g)``, and one more rounding of ``L f`` costs a factor
+    ``1 + u`` (or nothing when ``L f`` is subnormal: then every term is, and both sums are exact).
+    ``f = 1 - 4 (d + 22) u`` is below ``(1 - 2 g) / (1 + u)`` for every ``(d + 20) u < 0.1``.
+    """
+    return 1.0 - 4.0 * (d + 22) * _UNIT_ROUNDOFF
+
+
+@nb.njit(cache=True, inline="always")
+def delta_lanes_below(q, cq, x, cx, worst, shrink):
+    """:func:`delta_row` of one row, or ``inf`` when a fast sum proves it ``>= worst``.
+
+    A screen, then the exact value: the squares of the differences (the same
+    terms as :func:`sq_dist_row`'s) are summed in four interleaved lanes,
+    ``((l_0 + l_1) + (l_2 + l_3))``, whose additions do not wait for each
+    other and read the row in order. Such a sum ``L`` of a prefix of the
+    terms, times ``shrink`` (:func:`lanes_shrink` of the dimension), is at
+    most the sequential sum ``S`` of all of them (rounded additions of
+    non-negative terms never decrease), so ``fl(fl(L shrink) / (c_q c_x)) >=
+    worst`` proves ``delta_row >= worst`` (rounding is monotone). The test
+    runs every :data:`LANES_STRIDE` coordinates and at the end; a row that
+    passes it gets :func:`delta_row`'s value, bit for bit, from the
+    sequential sum (a second pass over the row, now in cache).
+    """
+    d = q.shape[0]
+    den = cq * cx
+    s0 = 0.0
+    s1 = 0.0
+    s2 = 0.0
+    s3 = 0.0
+    j = 0
+    while j + LANES_STRIDE <= d:
+        for b in range(LANES_STRIDE // 4):  # a constant trip count: unrolled
+            jb = j + 4 * b
+            t0 = np.float64(q[jb]) - np.float64(x[jb])
+            t1 = np.float64(q[jb + 1]) - np.float64(x[jb + 1])
+            t2 = np.float64(q[jb + 2]) - np.float64(x[jb + 2])
+            t3 = np.float64(q[jb + 3]) - np.float64(x[jb + 3])
+            s0 += t0 * t0
+            s1 += t1 * t1
+            s2 += t2 * t2
+            s3 += t3 * t3
+        j += LANES_STRIDE
+        if ((s0 + s1) + (s2 + s3)) * shrink / den >= worst:
+            return np.inf
+    while j < d:  # the last d % LANES_STRIDE terms, all into the first lane
+        t0 = np.float64(q[j]) - np.float64(x[j])
+        s0 += t0 * t0
+        j += 1
+    if ((s0 + s1) + (s2 + s3)) * shrink / den >= worst:
+        return np.inf
+    return sq_dist_row(q, x) / den
+
+
 @nb.njit(cache=True, inline="always")
 def insert_sorted(keys, ids, key, ident):
     """Insert ``(key, ident)`` into a fixed-size list sorted ascending, dropping the last.
@@ -288,12 +357,27 @@ def insert_sorted_unique(keys, ids, key, ident):
 
 @nb.njit(cache=True, inline="always")
 def _brute_row(q, cq, X, cx, kd, ki):
-    """Scan every row of ``X`` into the sorted top-k list ``kd``/``ki`` of one query."""
+    """Scan every row of ``X`` into the sorted top-k list ``kd``/``ki`` of one query.
+
+    The list is that of offering each row's :func:`delta_row` in row order. From
+    :data:`LANES_MIN_DIM` coordinates on, each row is first screened by
+    :func:`delta_lanes_below` against the list's current ``k``-th key (an
+    ``inf`` there could not have entered it); the rows that pass get their
+    exact :func:`delta_row`.
+    """
     k = kd.shape[0]
+    d = q.shape[0]
+    if d >= LANES_MIN_DIM:
+        shrink = lanes_shrink(d)
+        for j in range(X.shape[0]):
+            v = delta_lanes_below(q, cq, X[j], cx[j], kd[k - 1], shrink)
+            if v < kd[k - 1]:
+                insert_sorted(kd, ki, v, j)
+        return
     for j in range(X.shape[0]):
-        d = delta_row(q, cq, X[j], cx[j])
-        if d < kd[k - 1]:
-            insert_sorted(kd, ki, d, j)
+        v = delta_row(q, cq, X[j], cx[j])
+        if v < kd[k - 1]:
+            insert_sorted(kd, ki, v, j)
 
 
 @nb.njit(cache=True, parallel=True)

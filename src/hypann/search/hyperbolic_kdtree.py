@@ -102,8 +102,9 @@ from hypann._validation import (
     state_error,
 )
 from hypann.geometry import _kernels
-from hypann.geometry._kernels import (ABANDON_STRIDE, delta4_below, delta_row, gather_points_in_place, insert_sorted,
-                                      insert_sorted_unique, inverse_permutation, sq_dist_row)
+from hypann.geometry._kernels import (ABANDON_STRIDE, LANES_MIN_DIM, delta4_below, delta_lanes_below, delta_row,
+                                      gather_points_in_place, insert_sorted, insert_sorted_unique, inverse_permutation,
+                                      lanes_shrink, sq_dist_row)
 from hypann.oracles.base import EuclideanNeighbors, EuclideanOracle
 from hypann.oracles.registry import register_oracle
 
@@ -538,15 +539,25 @@ def _scan_leaf(pts, conf, perm, first, stop, q, cq, hd, hid, seeded, alive, cnt,
     ``(samples so far, budget exhausted)``.
 
     The result is that of offering each point's :func:`delta_row` in turn.
-    Points go four at a time (:func:`~hypann.geometry._kernels.delta4_below`:
-    four independent chains of additions, each in the order of
+    Below :data:`~hypann.geometry._kernels.LANES_MIN_DIM` coordinates, points
+    go four at a time (:func:`~hypann.geometry._kernels.delta4_below`: four
+    independent chains of additions, each in the order of
     :func:`sq_dist_row`, a point's sum abandoned once a prefix proves its
     ``delta`` ``>= hd[-1]``, so it could not enter the list, whose k-th value
-    only decreases). The offers are made in tree order.
+    only decreases). From there on, each point is screened alone
+    (:func:`~hypann.geometry._kernels.delta_lanes_below`: four lanes over one
+    row read in order, then the exact sum of the points that pass), which
+    keeps one stream of memory reads. The offers are made in tree order.
     """
     k = hd.shape[0]
     t = first
-    if alive.shape[0] == 0:
+    if alive.shape[0] == 0 and q.shape[0] >= LANES_MIN_DIM:
+        shrink = lanes_shrink(q.shape[0])
+        while t < stop and cnt < limit:
+            cnt += 1
+            _offer(hd, hid, delta_lanes_below(q, cq, pts[t], conf[t], hd[k - 1], shrink), perm[t], seeded)
+            t += 1
+    elif alive.shape[0] == 0:
         while t + 4 <= stop and cnt + 4 <= limit:
             # inf: proved >= the k-th delta at the start, which the offers below only lower
             d0, d1, d2, d3 = delta4_below(q, cq, pts[t], conf[t], pts[t + 1], conf[t + 1], pts[t + 2], conf[t + 2],
