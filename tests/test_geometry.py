@@ -322,6 +322,34 @@ def test_brute_scan_equals_offering_every_delta_row_in_order(n, d, k, seed, dtyp
 
 
 @pytest.mark.kernels
+@given(n=st.integers(1, 150), d=st.integers(1, 70), seed=st.integers(0, 2**32 - 1),
+       dtype=st.sampled_from([np.float64, np.float32]))
+def test_brute_range_scan_keeps_exactly_the_rows_with_delta_row_at_most_the_limit(n, d, seed, dtype):
+    """Count and fill passes (screened from LANES_MIN_DIM on) against ``delta_row <= limit``, with
+    limits equal to a row's delta (a tie at the limit is kept) and one ulp below it."""
+    rng = np.random.default_rng(seed)
+    X = ball_points(rng, n, d, min_conformal=1e-12 if dtype == np.float64 else 1e-5).astype(dtype)
+    cx = _kernels.conformal_factor(X.astype(np.float64))
+    Q = np.concatenate([ball_points(rng, 2, d), X[:1].astype(np.float64)])
+    cq = _kernels.conformal_factor(Q)
+    full = np.array([[_kernels.delta_row(q, c, X[j], cx[j]) for j in range(n)] for q, c in zip(Q, cq)])
+    for pick in (0.0, 0.3, 1.0):
+        at = np.quantile(full, pick, axis=1, method="nearest")
+        for limits in (at, np.nextafter(at, -np.inf), np.full(len(Q), np.inf), np.zeros(len(Q))):
+            limits = np.ascontiguousarray(limits)
+            counts = _kernels.brute_range_count(Q, cq, X, cx, limits)
+            want = [np.flatnonzero(full[i] <= limits[i]) for i in range(len(Q))]
+            assert counts.tolist() == [len(w) for w in want]
+            offsets = np.concatenate([[0], np.cumsum(counts)])
+            ids = np.empty(offsets[-1], dtype=np.int64)
+            deltas = np.empty(offsets[-1])
+            _kernels.brute_range_fill(Q, cq, X, cx, limits, offsets, ids, deltas)
+            for i in range(len(Q)):
+                np.testing.assert_array_equal(ids[offsets[i]:offsets[i + 1]], want[i])
+                np.testing.assert_array_equal(deltas[offsets[i]:offsets[i + 1]], full[i, want[i]])
+
+
+@pytest.mark.kernels
 @given(n=st.integers(0, 40), d=st.integers(1, 5), seed=st.integers(0, 2**32 - 1),
        dtype=st.sampled_from([np.float64, np.float32, np.int32]))
 def test_gather_rows_in_place_equals_fancy_indexing(n, d, seed, dtype):

@@ -458,12 +458,15 @@ def test_search_exact_seeded_with_the_answer_examines_no_more_points():
     assert np.all(seeded.samples <= plain.samples)
 
 
-@given(seed=st.integers(0, 2**31), n=st.integers(1, 300), quantile=st.sampled_from([0.0, 0.01, 0.3, 1.0]))
-def test_search_radius_matches_brute_force(seed, n, quantile):
-    X, cx = _data(seed, n, 3, n_dup=n // 5)
+@pytest.mark.parametrize("d", [3, 16, 40])  # leaves scanned with delta_row, and screened (LANES_MIN_DIM = 16)
+@given(seed=st.integers(0, 2**31), n=st.integers(1, 300), quantile=st.sampled_from([0.0, 0.01, 0.3, 1.0]),
+       method=st.sampled_from(["linear", "nearest"]))
+def test_search_radius_matches_brute_force(seed, n, quantile, d, method):
+    X, cx = _data(seed, n, d, n_dup=n // 5)
     Q, cq = _queries(seed, X, 8)
     all_d = delta_to_candidates(Q, cq, X, cx, np.tile(np.arange(n), (len(Q), 1)))
-    limits = np.quantile(all_d, quantile, axis=1)  # 0 (duplicates only) ... everything
+    # 0 (duplicates only) ... everything; "nearest": a limit equal to a point's delta (kept)
+    limits = np.quantile(all_d, quantile, axis=1, method=method)
     offsets, ids, deltas = HyperbolicKDTree(leaf_size=3).build(X, cx).search_radius(Q, cq, limits)
     for i in range(len(Q)):
         expect = np.flatnonzero(all_d[i] <= limits[i])

@@ -442,15 +442,30 @@ def merge_topk(best_ids, best_d, cand_ids, cand_d):
     return changed
 
 
+@nb.njit(cache=True, inline="always")
+def delta_within(q, cq, x, cx, above, shrink):
+    """:func:`delta_row`, or ``inf`` once it is proved ``>= above`` (from :data:`LANES_MIN_DIM` on).
+
+    With ``above`` the next float after a range limit, ``result <= limit``
+    decides exactly as ``delta_row(...) <= limit``: the range scans' count
+    and fill passes make the same decisions.
+    """
+    if q.shape[0] >= LANES_MIN_DIM:
+        return delta_lanes_below(q, cq, x, cx, above, shrink)
+    return delta_row(q, cq, x, cx)
+
+
 @nb.njit(cache=True, parallel=True)
 def brute_range_count(Q, cq, X, cx, limits):
     """Number of rows of ``X`` with ``delta(q_i, x) <= limits[i]``, per query."""
     m = Q.shape[0]
     counts = np.zeros(m, dtype=np.int64)
+    shrink = lanes_shrink(Q.shape[1])
     for i in nb.prange(m):
         c = 0
+        above = np.nextafter(limits[i], np.inf)
         for j in range(X.shape[0]):
-            if delta_row(Q[i], cq[i], X[j], cx[j]) <= limits[i]:
+            if delta_within(Q[i], cq[i], X[j], cx[j], above, shrink) <= limits[i]:
                 c += 1
         counts[i] = c
     return counts
@@ -461,13 +476,15 @@ def brute_range_fill(Q, cq, X, cx, limits, offsets, ids, deltas):
     """Second pass of a brute-force range search: hits of query ``i`` (ascending
     row order) into ``ids/deltas[offsets[i]:offsets[i+1]]``, sized by :func:`brute_range_count`."""
     m = Q.shape[0]
+    shrink = lanes_shrink(Q.shape[1])
     for i in nb.prange(m):
         pos = offsets[i]
         end = offsets[i + 1]
+        above = np.nextafter(limits[i], np.inf)
         for j in range(X.shape[0]):
             if pos == end:
                 break
-            d = delta_row(Q[i], cq[i], X[j], cx[j])
+            d = delta_within(Q[i], cq[i], X[j], cx[j], above, shrink)
             if d <= limits[i]:
                 ids[pos] = j
                 deltas[pos] = d

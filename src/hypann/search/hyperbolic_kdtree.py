@@ -103,8 +103,8 @@ from hypann._validation import (
 )
 from hypann.geometry import _kernels
 from hypann.geometry._kernels import (ABANDON_STRIDE, LANES_MIN_DIM, delta4_below, delta_lanes_below, delta_row,
-                                      gather_points_in_place, insert_sorted, insert_sorted_unique, inverse_permutation,
-                                      lanes_shrink, sq_dist_row)
+                                      delta_within, gather_points_in_place, insert_sorted, insert_sorted_unique,
+                                      inverse_permutation, lanes_shrink, sq_dist_row)
 from hypann.oracles.base import EuclideanNeighbors, EuclideanOracle
 from hypann.oracles.registry import register_oracle
 
@@ -725,6 +725,8 @@ def _range_one(pts, conf, perm, lo, hi, left, right, start, end, max_conf, alive
     sp = 1
     found = 0
     cap = out_i.shape[0]
+    shrink = lanes_shrink(q.shape[0])
+    above = np.nextafter(limit, np.inf)  # delta_within: h <= limit decides as delta_row's value would
     while sp > 0:
         sp -= 1
         node = st[sp]
@@ -735,7 +737,7 @@ def _range_one(pts, conf, perm, lo, hi, left, right, start, end, max_conf, alive
             for t in range(start[node], end[node]):
                 if alive.shape[0] and not alive[t]:
                     continue
-                h = delta_row(q, cq, pts[t], conf[t])
+                h = delta_within(q, cq, pts[t], conf[t], above, shrink)
                 if h <= limit:
                     if found < cap:
                         out_i[found] = perm[t]
