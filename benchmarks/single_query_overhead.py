@@ -15,6 +15,10 @@ and the per-query time of the same index in a batch of ``--queries`` queries.
 ``benchmarks/families_peers.py`` measures single-query latency through the
 public API; this script says how much of it is per-call overhead.
 
+``--n-jobs 2`` (under ``NUMBA_NUM_THREADS=2``) builds the hypann indexes with
+two threads: a one-query scan long enough to split its rows
+(``hypann.geometry._kernels.SPLIT_SCAN_MIN_WORK``) then runs on both.
+
 Usage::
 
     NUMBA_NUM_THREADS=1 python benchmarks/single_query_overhead.py
@@ -73,7 +77,7 @@ def measure_family(family, dim, args):
     m = len(queries)
     rows = []
     for algorithm in ("graph", "hkdtree", "auto"):
-        index = hypann.HyperbolicIndex(algorithm=algorithm, n_jobs=1, verbose=False,
+        index = hypann.HyperbolicIndex(algorithm=algorithm, n_jobs=args.n_jobs, verbose=False,
                                        random_state=args.seed).build(base)
         public = per_call_us(lambda i: index.search(queries[i:i + 1], K), m)
         batch = batch_us(lambda q: index.search(q, K), queries)
@@ -105,6 +109,8 @@ def main(argv=None):
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--no-pynndescent", action="store_true")
+    ap.add_argument("--n-jobs", type=int, default=1,
+                    help="threads of the hypann indexes (run with NUMBA_NUM_THREADS at least this); pynndescent: 1")
     args = ap.parse_args(argv)
     numba.set_num_threads(1)
     if not args.no_pynndescent:
@@ -114,7 +120,8 @@ def main(argv=None):
         for family in args.families.split(","):
             got = measure_family(family, dim, args)
             rows += got
-            print(f"{family} {dim}-D, {args.n} points, k={K}, one thread; median microseconds", flush=True)
+            print(f"{family} {dim}-D, {args.n} points, k={K}, hypann on {args.n_jobs} thread(s); median microseconds",
+                  flush=True)
             print(f"{'method':26s} {'public 1-query call':>20s} {'inner 1-query call':>20s} "
                   f"{'per query in batch':>20s}")
             for r in got:

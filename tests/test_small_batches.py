@@ -276,3 +276,52 @@ def test_graph_one_query_calls_leave_the_shared_no_budget_rows_alone(data):
 def test_any_negative(ids, expected):
     assert _kernels.any_negative(ids) is expected
     assert expected == bool(ids.size and ids.min() < 0)
+
+
+@given(n=st.integers(1, 300), d=st.sampled_from([3, 10, 16, 40]), k=st.integers(1, 12), m=st.integers(1, 3),
+       n_blocks=st.integers(1, 9), dup=st.integers(0, 40), seed=st.integers(0, 2**32 - 1),
+       dtype=st.sampled_from([np.float64, np.float32]))
+@settings(max_examples=60)
+def test_split_scan_equals_the_scan_in_row_order(n, d, k, m, n_blocks, dup, seed, dtype):
+    """Rows split into blocks (some empty, some shorter than k) and merged in block order: the same
+    ids, tie order and bits as one scan in row order."""
+    rng = np.random.default_rng(seed)
+    X = ball_points(rng, n, d, min_conformal=1e-10 if dtype == np.float64 else 1e-5)
+    X[rng.integers(0, n, min(dup, n))] = X[rng.integers(0, n, min(dup, n))]  # exact duplicates: ties
+    X = X.astype(dtype)
+    cx = _kernels.conformal_factor(X.astype(np.float64))
+    Q = np.concatenate([ball_points(rng, m - 1, d), X[:1].astype(np.float64)])
+    cq = _kernels.conformal_factor(Q)
+    want = _kernels.brute_knn_delta_serial(Q, cq, X, cx, k)
+    got = _kernels.brute_knn_delta_split(Q, cq, X, cx, k, n_blocks)
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_array_equal(got[1], want[1])
+
+
+def test_one_query_on_two_threads_splits_a_long_scan(monkeypatch):
+    """A one-query call of a long enough scan runs the split kernel on the index's threads and
+    answers as on one thread; an index with n_jobs=1 keeps the serial scan."""
+    import numba
+
+    from hypann.geometry import gram_scan
+
+    if numba.config.NUMBA_NUM_THREADS < 2:
+        pytest.skip("needs two numba threads")
+    rng = np.random.default_rng(5)
+    n = _kernels.SPLIT_SCAN_MIN_WORK // 20 + 7
+    X = ball_points(rng, n, 20, min_conformal=1e-8)
+    X[100:400] = X[:300]  # ties
+    Q = np.concatenate([ball_points(rng, 3, 20), X[:2]])
+    calls = []
+    real = gram_scan.brute_knn_delta_split
+    monkeypatch.setattr(gram_scan, "brute_knn_delta_split", lambda *a: (calls.append(a[-1]), real(*a))[1])
+    answers = {}
+    for n_jobs in (1, 2):
+        index = hypann.HyperbolicIndex(algorithm="brute", n_jobs=n_jobs, verbose=False).build(X)
+        calls.clear()
+        answers[n_jobs] = [index.search(Q[i:i + 1], 9) for i in range(len(Q))] + [index.search(Q[:2], 9)]
+        # one query a call on two threads: split; two queries on two threads: one thread per query
+        assert len(calls) == (0 if n_jobs == 1 else len(Q))
+    for one, two in zip(answers[1], answers[2]):
+        np.testing.assert_array_equal(one.indices, two.indices)
+        np.testing.assert_array_equal(one.distances, two.distances)

@@ -477,7 +477,7 @@ class HyperbolicIndex:
             # serial kernels only: numba's thread setting does not matter (and costs a few microseconds)
             rows, deltas, stats = self._search_rows(queries, q_conf, k, budget, query_params)
         else:
-            with numba_threads(self.n_jobs, work=m):
+            with numba_threads(self.n_jobs, work=self.algorithm_.search_work(m)):
                 if self.verbose and m > PROGRESS_MIN_QUERIES and budget is None and self.algorithm not in _ROW_SEEDED:
                     rows, deltas, stats = self._search_rows_with_progress(queries, q_conf, k, query_params)
                 else:
@@ -530,8 +530,9 @@ class HyperbolicIndex:
             return rows, deltas
         short = np.flatnonzero((rows < 0).any(axis=1))
         points, conformal = self.points_, self.conformal_  # gathered once when the structure holds them
-        ids, exact = knn_delta_scan(np.ascontiguousarray(queries[short]), np.ascontiguousarray(q_conf[short]),
-                                    points, conformal, k)
+        with numba_threads(self.n_jobs):  # a one-query call has set no thread count: the scan may split rows
+            ids, exact = knn_delta_scan(np.ascontiguousarray(queries[short]), np.ascontiguousarray(q_conf[short]),
+                                        points, conformal, k)
         rows = rows.copy()
         deltas = np.array(deltas, dtype=np.float64)
         rows[short], deltas[short] = ids, exact

@@ -406,6 +406,48 @@ def brute_knn_delta_serial(Q, cq, X, cx, k):
     return ids, ds
 
 
+#: Smallest ``rows x dimension`` of a scan that a batch of fewer queries than threads splits
+#: into blocks of rows (:func:`brute_knn_delta_split`); a shorter scan runs one thread per query.
+SPLIT_SCAN_MIN_WORK = 1 << 20
+
+
+@nb.njit(cache=True, parallel=True)
+def brute_knn_delta_split(Q, cq, X, cx, k, n_blocks):
+    """:func:`brute_knn_delta` with each query's rows split into ``n_blocks`` blocks scanned in parallel.
+
+    For fewer queries than threads (one query on all cores). Each block
+    keeps its own top-k (ids made global); the blocks' lists are then
+    offered in block order, each in its sorted order, stopping at its first
+    entry that does not beat the list's ``k``-th key. The result is the
+    ``k`` smallest ``(delta, row)`` pairs in that order, as in one scan in
+    row order: the same ids, ties and bits, whatever ``n_blocks``.
+    """
+    m = Q.shape[0]
+    n = X.shape[0]
+    step = (n + n_blocks - 1) // n_blocks
+    part_i = np.full((m * n_blocks, k), -1, dtype=np.int64)
+    part_d = np.full((m * n_blocks, k), np.inf)
+    for t in nb.prange(m * n_blocks):
+        i = t // n_blocks
+        lo = (t % n_blocks) * step
+        hi = min(n, lo + step)
+        if lo < hi:
+            _brute_row(Q[i], cq[i], X[lo:hi], cx[lo:hi], part_d[t], part_i[t])
+            for s in range(k):
+                if part_i[t, s] >= 0:
+                    part_i[t, s] += lo
+    ids = np.full((m, k), -1, dtype=np.int64)
+    ds = np.full((m, k), np.inf)
+    for i in range(m):
+        for b in range(n_blocks):
+            t = i * n_blocks + b
+            for s in range(k):
+                if part_i[t, s] < 0 or not part_d[t, s] < ds[i, k - 1]:
+                    break
+                insert_sorted(ds[i], ids[i], part_d[t, s], part_i[t, s])
+    return ids, ds
+
+
 @nb.njit(cache=True)
 def delta_to_candidates(Q, cq, X, cx, cand):
     """``delta`` of each query to its candidate ids ``cand`` (m, c); -1 -> inf.

@@ -71,12 +71,16 @@ import numba as nb
 import numpy as np
 
 from hypann._runtime import SERIAL_MAX_QUERIES
-from hypann.geometry._kernels import brute_knn_delta, brute_knn_delta_serial, delta_row, insert_sorted
+from hypann.geometry._kernels import (SPLIT_SCAN_MIN_WORK, brute_knn_delta, brute_knn_delta_serial,
+                                      brute_knn_delta_split, delta_row, insert_sorted)
 
 #: Smallest batch scanned through the Gram product (with :data:`GRAM_MIN_WORK`); see the module docstring.
 GRAM_MIN_QUERIES = 4
 #: Smallest ``queries x dimension`` of a batch scanned through the Gram product.
 GRAM_MIN_WORK = 160
+#: Blocks of rows per thread when a scan of fewer queries than threads is split (load balance:
+#: rows stop early at different depths).
+SPLIT_BLOCKS_PER_THREAD = 2
 #: Queries per block (the rows of one ``dgemm``).
 QUERY_BLOCK = 256
 #: Points per block: a block of ``QUERY_BLOCK x POINT_BLOCK`` float64 products is 8 MB.
@@ -200,8 +204,14 @@ def gram_knn_delta(Q, cq, X, cx, k, *, return_evaluated=False):
 
 def knn_delta_scan(Q, cq, X, cx, k):
     """Exact k-NN by ``delta`` of a batch: :func:`gram_knn_delta` from :data:`GRAM_MIN_QUERIES` queries and
-    ``m d >= GRAM_MIN_WORK`` on, else the plain scan (serial for one query). The same result either way."""
+    ``m d >= GRAM_MIN_WORK`` on, else the plain scan: split into blocks of rows on all of numba's
+    threads when there are fewer queries than threads and the scan has at least
+    :data:`~hypann.geometry._kernels.SPLIT_SCAN_MIN_WORK` values, serial for one query on one
+    thread, else one thread per query. The same result every way."""
     m, d = Q.shape
     if m >= GRAM_MIN_QUERIES and m * d >= GRAM_MIN_WORK:
         return gram_knn_delta(Q, cq, X, cx, k)
+    threads = nb.get_num_threads()
+    if m < threads and X.shape[0] * d >= SPLIT_SCAN_MIN_WORK:
+        return brute_knn_delta_split(Q, cq, X, cx, k, SPLIT_BLOCKS_PER_THREAD * threads)
     return brute_knn_delta_serial(Q, cq, X, cx, k) if m <= SERIAL_MAX_QUERIES else brute_knn_delta(Q, cq, X, cx, k)

@@ -161,6 +161,9 @@ class AutoSearch(SearchAlgorithm):
     def serial_small_batches(self):
         return self.chosen_.serial_small_batches
 
+    def search_work(self, m):
+        return self.chosen_.search_work(m)
+
     supports_radius = True
 
     def search(self, queries, q_conformal, k, *, budget=None, **params):

@@ -50,6 +50,11 @@ class SearchAlgorithm:
     #: alone for such a call (no parallel kernel waits for an idle thread)
     serial_small_batches = False
 
+    def search_work(self, m):
+        """Independent items a search of ``m`` queries splits among threads: caps the threads of
+        the call (:func:`hypann._runtime.numba_threads`). ``None``: no cap. Default ``m``."""
+        return m
+
     def describe(self) -> str:
         """What the built algorithm chose and why, in words; ``""`` when there is nothing to add."""
         return ""

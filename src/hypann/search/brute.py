@@ -21,6 +21,11 @@ class BruteForceSearch(SearchAlgorithm):
     plain scan's bit for bit, 1.3-2.5x faster at 10-D and 3-9x at 32-100-D in
     batches of 256 (``benchmarks/exact_scan.py``).
 
+    A batch of fewer queries than threads splits a scan of at least
+    :data:`~hypann.geometry._kernels.SPLIT_SCAN_MIN_WORK` values into blocks
+    of rows scanned on all threads (one query on all cores), with the same
+    answer.
+
     Budget: with a sample ``budget`` < n, scans only the first ``budget``
     points of a fixed random permutation drawn at build time (a uniform
     random sample, the same for every call) and reports exactly ``budget``
@@ -30,10 +35,21 @@ class BruteForceSearch(SearchAlgorithm):
 
     name = "brute"
     uses_oracle = False
-    serial_small_batches = True
 
     def _build(self, points, conformal, oracle):
         self._perm = self.rng_.permutation(points.shape[0])
+
+    def _splits_rows(self):
+        """A scan long enough that fewer queries than threads split its rows among the threads."""
+        return self.points_.shape[0] * self.points_.shape[1] >= _kernels.SPLIT_SCAN_MIN_WORK
+
+    @property
+    def serial_small_batches(self):
+        """One query runs serially unless its scan is split among threads (:meth:`_splits_rows`)."""
+        return not self._splits_rows()
+
+    def search_work(self, m):
+        return None if self._splits_rows() else m
 
     def search(self, queries, q_conformal, k, *, budget=None):
         n = self.points_.shape[0]
