@@ -2,7 +2,7 @@
 
 For each family of :mod:`hypann.datasets.families` and dimension, ``--n``
 base points and the largest batch of held-out queries (same generator),
-k = 10, one thread (numba and BLAS), the median over ``--repeats`` of:
+k = 10, one thread (numba and BLAS; ``--threads`` for more), the median over ``--repeats`` of:
 
 * numpy float64 brute force (:func:`hypann.eval.numpy_brute.numpy_brute_knn`)
   on ``--brute-queries`` queries: the baseline of every "x";
@@ -81,9 +81,12 @@ def main(argv=None):
     family_arguments(ap, n=20_000, queries=256, brute_queries=50, repeats=3)
     ap.add_argument("--dims", default="10,32,100")
     ap.add_argument("--batches", default="1,2,4,8,16,256", help="queries per call, comma-separated")
+    ap.add_argument("--threads", type=int, default=1,
+                    help="numba threads of the scans (run with NUMBA_NUM_THREADS at least this); the Gram "
+                         "scan sets BLAS's threads itself; numpy brute force runs on one")
     args = ap.parse_args(argv)
     args.batch_sizes = [int(b) for b in args.batches.split(",")]
-    numba.set_num_threads(1)
+    numba.set_num_threads(args.threads)
     rows = []
     t0 = time.perf_counter()
     with threadpool_limits(1):

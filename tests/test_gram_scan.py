@@ -133,6 +133,36 @@ def test_the_answer_does_not_depend_on_the_thread_count():
         np.testing.assert_array_equal(a, b)
 
 
+@settings(deadline=None, max_examples=30)
+@given(n=st.integers(1, 80), m=st.integers(1, 8), d=st.integers(1, 20), k=st.integers(1, 10),
+       seed=st.integers(0, 2**32 - 1), storage=st.sampled_from([np.float64, np.float32]))
+def test_point_groups_on_threads_equal_the_plain_scan(small_blocks, n, m, d, k, seed, storage):
+    """The point blocks split into one group per thread (each with its own lists, merged in group
+    order): the plain scan's ids, ties and bits on every thread count, with copies across groups."""
+    rng = np.random.default_rng(seed)
+    base = ball_points(rng, max(1, n // 3), d, min_conformal=1e-8)
+    X = _inside_after_rounding(base[rng.integers(len(base), size=n)], storage)  # copies: ties everywhere
+    Q = np.vstack([X[rng.integers(n, size=m)].astype(np.float64), ball_points(rng, m, d)])
+    cx, cq = conformal_factor(X.astype(np.float64)), conformal_factor(Q)
+    k = min(k, n)
+    want = brute_knn_delta(Q, cq, X, cx, k)
+    grouped = []
+    real = gram_scan._scan_point_groups
+    gram_scan._scan_point_groups = lambda *a: (grouped.append(a[10]), real(*a))[1]
+    before = numba.get_num_threads()
+    try:
+        for threads in range(1, min(4, numba.config.NUMBA_NUM_THREADS) + 1):
+            numba.set_num_threads(threads)
+            grouped.clear()
+            ids, deltas = gram_scan.gram_knn_delta(Q, cq, X, cx, k)
+            np.testing.assert_array_equal(ids, want[0])
+            np.testing.assert_array_equal(deltas, want[1])
+            assert grouped == ([] if threads == 1 or n <= 7 else [min(threads, -(-n // 7))])
+    finally:
+        numba.set_num_threads(before)
+        gram_scan._scan_point_groups = real
+
+
 def test_brute_search_answers_a_batch_exactly():
     rng = np.random.default_rng(8)
     X, Q = ball_points(rng, 700, 20, min_conformal=1e-10), ball_points(rng, 50, 20, min_conformal=1e-10)

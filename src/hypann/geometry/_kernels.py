@@ -438,14 +438,28 @@ def brute_knn_delta_split(Q, cq, X, cx, k, n_blocks):
                     part_i[t, s] += lo
     ids = np.full((m, k), -1, dtype=np.int64)
     ds = np.full((m, k), np.inf)
+    merge_in_block_order(part_i.reshape(m, n_blocks, k), part_d.reshape(m, n_blocks, k), ids, ds)
+    return ids, ds
+
+
+@nb.njit(cache=True, nogil=True)
+def merge_in_block_order(part_i, part_d, ids, ds):
+    """Offer each query's block lists ``part_*[i, b]`` (sorted, ``-1``/``inf`` padded, global ids)
+    to its list ``ids[i]``/``ds[i]``, block after block, each in its sorted order, stopping at the
+    first entry that does not beat the list's ``k``-th key.
+
+    When block ``b`` holds the top-k of rows that all precede block ``b + 1``'s
+    (by ``(delta, row)``, ties to the lower row), the result is the top-k of
+    all the rows in that order: the list of one scan in row order, ties included.
+    """
+    m, n_blocks, kb = part_i.shape
+    k = ids.shape[1]
     for i in range(m):
         for b in range(n_blocks):
-            t = i * n_blocks + b
-            for s in range(k):
-                if part_i[t, s] < 0 or not part_d[t, s] < ds[i, k - 1]:
+            for s in range(kb):
+                if part_i[i, b, s] < 0 or not part_d[i, b, s] < ds[i, k - 1]:
                     break
-                insert_sorted(ds[i], ids[i], part_d[t, s], part_i[t, s])
-    return ids, ds
+                insert_sorted(ds[i], ids[i], part_d[i, b, s], part_i[i, b, s])
 
 
 @nb.njit(cache=True)

@@ -44,35 +44,38 @@ boundary the bounds widen (``e`` is an absolute error, divided by
 change. A ``nan`` or ``inf`` bound (a conformal factor below about
 ``1e-308``) makes the point be evaluated.
 
-BLAS runs with as many threads as numba has (:func:`numba.get_num_threads`),
-so ``n_jobs`` bounds both. The product replaces ``d`` dependent additions per
-pair by a blocked matrix product, which pays off once a call holds enough
-queries: ``benchmarks/exact_scan.py`` (20,000 points of each data family,
-one thread, speed over the plain scan, ranges over the families):
+Threads: with several numba threads and several blocks of points, the
+blocks are split into one contiguous group per thread (:func:`_scan_point_groups`),
+each scanned with single-threaded BLAS and merged in group order, so ``n_jobs``
+bounds both and no BLAS pool spins while numba's folds run (with BLAS and
+numba taking turns on two threads, a batch had been slower than on one).
+With one thread or one block of points, BLAS and the fold take turns on
+numba's threads.
 
-===== ========= ========= ========= ========= ========= =========
-dim   1 query   2         4         8         16        256
-===== ========= ========= ========= ========= ========= =========
-10    0.29-0.47 0.47-0.54 0.79-0.97 0.98-1.33 1.22-2.49 1.26-2.31
-32    0.83-1.01 0.84-1.22 1.56-2.03 1.59-2.57 3.05-3.32 3.10-4.83
-100   0.72-1.03 0.90-1.07 1.60-1.94 2.19-3.11 3.59-4.76 7.40-9.11
-===== ========= ========= ========= ========= ========= =========
-
-So :func:`knn_delta_scan` takes the product from ``m >= 4`` queries and
-``m d >= 160`` (16 queries at 10-D, 5 at 32-D, 4 from 40-D on) and the plain
-scan below.
+The product replaces ``d`` dependent additions per pair by a blocked matrix
+product, which pays off once a call holds enough queries; one query at a
+time it is a matrix-vector product, bound by memory like the scan, and the
+plain scan (four lanes and a screen from 16-D on) is faster.
+``docs/benchmarks.md`` ("The exact scan through Gram blocks") has the
+measured break-even per family and dimension. :func:`knn_delta_scan` takes
+the product from ``m >= 4`` queries and ``m d >= 160`` (16 queries at 10-D,
+5 at 32-D, 4 from 40-D on) and the plain scan below: on clustered data at
+64-D and more the plain scan would be faster up to a few dozen queries, on
+uniform data the product wins from 2-4 queries, and uniform-like data is
+what ``algorithm="auto"`` scans.
 """
 
 from __future__ import annotations
 
 import functools
+from concurrent.futures import ThreadPoolExecutor
 
 import numba as nb
 import numpy as np
 
 from hypann._runtime import SERIAL_MAX_QUERIES
 from hypann.geometry._kernels import (SPLIT_SCAN_MIN_WORK, brute_knn_delta, brute_knn_delta_serial,
-                                      brute_knn_delta_split, delta_row, insert_sorted)
+                                      brute_knn_delta_split, delta_row, insert_sorted, merge_in_block_order)
 
 #: Smallest batch scanned through the Gram product (with :data:`GRAM_MIN_WORK`); see the module docstring.
 GRAM_MIN_QUERIES = 4
@@ -112,46 +115,96 @@ def _offer_bound(ub, up):
     ub[p] = up
 
 
-@nb.njit(cache=True, parallel=True)
-def _fold_block(G, Q, cq, qn, X, cx, xn, inv_cx, first, margin, ub, out_d, out_i, evaluated):
-    """Fold the products ``G`` (queries x points ``first, first + 1, ...``) into each query's lists.
+@nb.njit(cache=True, inline="always")
+def _fold_row(i, G, Q, cq, qn, X, cx, xn, inv_cx, first, margin, ub, out_d, out_i, evaluated):
+    """Fold row ``i`` of the products ``G`` (query ``i`` x points ``first, first + 1, ...``) into its lists.
 
     ``ub[i]``: the ``k`` smallest upper bounds so far; ``out_d[i]``/``out_i[i]``:
     the top-k by ``delta_row``; ``evaluated[i]`` counts the exact evaluations.
-    Rows are independent (one query each).
     """
-    m, width = G.shape
+    width = G.shape[1]
     k = ub.shape[1]
     e_factor = 2.0 * margin
-    for i in nb.prange(m):
-        qi = qn[i]
-        inv_cq = 1.0 / cq[i]
-        up_factor = (1.0 + margin) * inv_cq
-        low_factor = (1.0 - margin) * inv_cq
-        ubi = ub[i]
-        tau = ubi[k - 1]
-        for t in range(width):
-            j = first + t
-            xj = xn[j]
-            s = qi + xj - 2.0 * G[i, t]
-            e = e_factor * (qi + xj) + _TINY
-            w = inv_cx[j]
-            up = (s + e) * up_factor * w
-            if up < tau:
-                _offer_bound(ubi, up)
-                tau = ubi[k - 1]
-            low = (s - e) * low_factor * w
-            if not low > tau:  # also for a nan bound
-                d = delta_row(Q[i], cq[i], X[j], cx[j])
-                evaluated[i] += 1
-                if d < out_d[i, k - 1]:
-                    insert_sorted(out_d[i], out_i[i], d, j)
+    qi = qn[i]
+    inv_cq = 1.0 / cq[i]
+    up_factor = (1.0 + margin) * inv_cq
+    low_factor = (1.0 - margin) * inv_cq
+    ubi = ub[i]
+    tau = ubi[k - 1]
+    for t in range(width):
+        j = first + t
+        xj = xn[j]
+        s = qi + xj - 2.0 * G[i, t]
+        e = e_factor * (qi + xj) + _TINY
+        w = inv_cx[j]
+        up = (s + e) * up_factor * w
+        if up < tau:
+            _offer_bound(ubi, up)
+            tau = ubi[k - 1]
+        low = (s - e) * low_factor * w
+        if not low > tau:  # also for a nan bound
+            d = delta_row(Q[i], cq[i], X[j], cx[j])
+            evaluated[i] += 1
+            if d < out_d[i, k - 1]:
+                insert_sorted(out_d[i], out_i[i], d, j)
+
+
+@nb.njit(cache=True, parallel=True)
+def _fold_block(G, Q, cq, qn, X, cx, xn, inv_cx, first, margin, ub, out_d, out_i, evaluated):
+    """:func:`_fold_row` of every query, in parallel (rows are independent: one query each)."""
+    for i in nb.prange(G.shape[0]):
+        _fold_row(i, G, Q, cq, qn, X, cx, xn, inv_cx, first, margin, ub, out_d, out_i, evaluated)
+
+
+@nb.njit(cache=True, nogil=True)
+def _fold_block_serial(G, Q, cq, qn, X, cx, xn, inv_cx, first, margin, ub, out_d, out_i, evaluated):
+    """:func:`_fold_row` of every query on the calling thread, without the GIL (one task of
+    :func:`gram_knn_delta`'s point groups)."""
+    for i in range(G.shape[0]):
+        _fold_row(i, G, Q, cq, qn, X, cx, xn, inv_cx, first, margin, ub, out_d, out_i, evaluated)
 
 
 def _squared_norms(rows):
     """``|x|^2`` of each row in float64 (any summation order: the bound allows it)."""
     rows = np.asarray(rows, dtype=np.float64)
     return np.einsum("ij,ij->i", rows, rows)
+
+
+def _scan_point_groups(Q, cq, qn, X, cx, xn, inv_cx, margin, k, starts, n_groups, out_i, out_d, evaluated):
+    """:func:`gram_knn_delta`'s scan with the point blocks split into ``n_groups`` contiguous groups.
+
+    Each group runs on its own thread: single-threaded BLAS products of its
+    blocks and :func:`_fold_block_serial` into lists of its own (both release
+    the GIL). A BLAS with many threads alternating with numba's parallel
+    folds leaves each pool's threads spinning while the other works. The
+    groups' lists are then offered in group order
+    (:func:`~hypann.geometry._kernels.merge_in_block_order`): the ``k``
+    smallest ``(delta, index)`` pairs, as in one scan in index order.
+    Only ``evaluated`` depends on the grouping (each group's bounds start
+    afresh).
+    """
+    m = Q.shape[0]
+    bounds = np.linspace(0, len(starts), n_groups + 1).round().astype(int)
+    part_i = np.full((n_groups, m, k), -1, dtype=np.int64)
+    part_d = np.full((n_groups, m, k), np.inf)
+    part_e = np.zeros((n_groups, m), dtype=np.int64)
+
+    def run(g):
+        for a in range(0, m, QUERY_BLOCK):
+            b = min(m, a + QUERY_BLOCK)
+            qa = np.ascontiguousarray(Q[a:b], dtype=np.float64)
+            ub = np.full((b - a, k), np.inf)
+            for s in starts[bounds[g]:bounds[g + 1]]:
+                G = qa @ np.asarray(X[s:s + POINT_BLOCK], dtype=np.float64).T
+                _fold_block_serial(G, qa, cq[a:b], qn[a:b], X, cx, xn, inv_cx, s, margin, ub, part_d[g, a:b],
+                                   part_i[g, a:b], part_e[g, a:b])
+
+    with _blas_controller().limit(limits=1, user_api="blas"):
+        with ThreadPoolExecutor(max_workers=n_groups) as pool:
+            list(pool.map(run, range(n_groups)))  # list(): raises a task's exception here
+    merge_in_block_order(np.ascontiguousarray(part_i.transpose(1, 0, 2)),
+                         np.ascontiguousarray(part_d.transpose(1, 0, 2)), out_i, out_d)
+    evaluated += part_e.sum(axis=0)
 
 
 def gram_knn_delta(Q, cq, X, cx, k, *, return_evaluated=False):
@@ -187,16 +240,20 @@ def gram_knn_delta(Q, cq, X, cx, k, *, return_evaluated=False):
         xn = np.concatenate([_squared_norms(X[s:s + POINT_BLOCK]) for s in range(0, n, POINT_BLOCK)])
         with np.errstate(divide="ignore"):
             inv_cx = 1.0 / np.asarray(cx, dtype=np.float64)
-        with _blas_controller().limit(limits=nb.get_num_threads(), user_api="blas"):
-            for a in range(0, m, QUERY_BLOCK):
-                b = min(m, a + QUERY_BLOCK)
-                qa = np.ascontiguousarray(Q[a:b], dtype=np.float64)
-                ub = np.full((b - a, k), np.inf)
-                for s in range(0, n, POINT_BLOCK):
-                    block = np.asarray(X[s:s + POINT_BLOCK], dtype=np.float64)
-                    G = qa @ block.T
-                    _fold_block(G, qa, cq[a:b], qn[a:b], X, cx, xn, inv_cx, s, margin, ub, out_d[a:b], out_i[a:b],
-                                evaluated[a:b])
+        starts = list(range(0, n, POINT_BLOCK))
+        n_groups = min(nb.get_num_threads(), len(starts))
+        if n_groups == 1:  # BLAS's threads and the fold's, one after the other
+            with _blas_controller().limit(limits=nb.get_num_threads(), user_api="blas"):
+                for a in range(0, m, QUERY_BLOCK):
+                    b = min(m, a + QUERY_BLOCK)
+                    qa = np.ascontiguousarray(Q[a:b], dtype=np.float64)
+                    ub = np.full((b - a, k), np.inf)
+                    for s in starts:
+                        G = qa @ np.asarray(X[s:s + POINT_BLOCK], dtype=np.float64).T
+                        _fold_block(G, qa, cq[a:b], qn[a:b], X, cx, xn, inv_cx, s, margin, ub, out_d[a:b],
+                                    out_i[a:b], evaluated[a:b])
+        else:
+            _scan_point_groups(Q, cq, qn, X, cx, xn, inv_cx, margin, k, starts, n_groups, out_i, out_d, evaluated)
     if return_evaluated:
         return out_i, out_d, evaluated
     return out_i, out_d
