@@ -170,6 +170,20 @@ def _squared_norms(rows):
     return np.einsum("ij,ij->i", rows, rows)
 
 
+def _fold_point_blocks(Q, cq, qn, X, cx, xn, inv_cx, margin, starts, out_i, out_d, evaluated, fold):
+    """Products of every block of ``QUERY_BLOCK`` queries with the point blocks starting at ``starts``
+    (in order), each folded by ``fold`` (:func:`_fold_block` or :func:`_fold_block_serial`) into the
+    lists ``out_i``/``out_d`` (their ``k`` is the list length)."""
+    m, k = out_i.shape
+    for a in range(0, m, QUERY_BLOCK):
+        b = min(m, a + QUERY_BLOCK)
+        qa = np.ascontiguousarray(Q[a:b], dtype=np.float64)
+        ub = np.full((b - a, k), np.inf)
+        for s in starts:
+            G = qa @ np.asarray(X[s:s + POINT_BLOCK], dtype=np.float64).T
+            fold(G, qa, cq[a:b], qn[a:b], X, cx, xn, inv_cx, s, margin, ub, out_d[a:b], out_i[a:b], evaluated[a:b])
+
+
 def _scan_point_groups(Q, cq, qn, X, cx, xn, inv_cx, margin, k, starts, n_groups, out_i, out_d, evaluated):
     """:func:`gram_knn_delta`'s scan with the point blocks split into ``n_groups`` contiguous groups.
 
@@ -190,14 +204,8 @@ def _scan_point_groups(Q, cq, qn, X, cx, xn, inv_cx, margin, k, starts, n_groups
     part_e = np.zeros((n_groups, m), dtype=np.int64)
 
     def run(g):
-        for a in range(0, m, QUERY_BLOCK):
-            b = min(m, a + QUERY_BLOCK)
-            qa = np.ascontiguousarray(Q[a:b], dtype=np.float64)
-            ub = np.full((b - a, k), np.inf)
-            for s in starts[bounds[g]:bounds[g + 1]]:
-                G = qa @ np.asarray(X[s:s + POINT_BLOCK], dtype=np.float64).T
-                _fold_block_serial(G, qa, cq[a:b], qn[a:b], X, cx, xn, inv_cx, s, margin, ub, part_d[g, a:b],
-                                   part_i[g, a:b], part_e[g, a:b])
+        _fold_point_blocks(Q, cq, qn, X, cx, xn, inv_cx, margin, starts[bounds[g]:bounds[g + 1]], part_i[g],
+                           part_d[g], part_e[g], _fold_block_serial)
 
     with _blas_controller().limit(limits=1, user_api="blas"):
         with ThreadPoolExecutor(max_workers=n_groups) as pool:
@@ -244,14 +252,7 @@ def gram_knn_delta(Q, cq, X, cx, k, *, return_evaluated=False):
         n_groups = min(nb.get_num_threads(), len(starts))
         if n_groups == 1:  # BLAS's threads and the fold's, one after the other
             with _blas_controller().limit(limits=nb.get_num_threads(), user_api="blas"):
-                for a in range(0, m, QUERY_BLOCK):
-                    b = min(m, a + QUERY_BLOCK)
-                    qa = np.ascontiguousarray(Q[a:b], dtype=np.float64)
-                    ub = np.full((b - a, k), np.inf)
-                    for s in starts:
-                        G = qa @ np.asarray(X[s:s + POINT_BLOCK], dtype=np.float64).T
-                        _fold_block(G, qa, cq[a:b], qn[a:b], X, cx, xn, inv_cx, s, margin, ub, out_d[a:b],
-                                    out_i[a:b], evaluated[a:b])
+                _fold_point_blocks(Q, cq, qn, X, cx, xn, inv_cx, margin, starts, out_i, out_d, evaluated, _fold_block)
         else:
             _scan_point_groups(Q, cq, qn, X, cx, xn, inv_cx, margin, k, starts, n_groups, out_i, out_d, evaluated)
     if return_evaluated:
