@@ -24,7 +24,7 @@ test: setup
 # The numba-kernel tests (marker `kernels`) once more with every array access bounds-checked.
 # NUMBA_BOUNDSCHECK is not part of numba's cache key, so the kernels are compiled afresh into a
 # throwaway NUMBA_CACHE_DIR: with the normal cache they would load unchecked, and checked
-# code must not land in the normal cache either. About 1-3 minutes (mostly compilation).
+# code must not land in the normal cache either. About 6 minutes on 2 cores (mostly compilation).
 BOUNDSCHECK_CACHE = .numba-boundscheck-cache
 test-boundscheck: setup
 	rm -rf $(BOUNDSCHECK_CACHE)
