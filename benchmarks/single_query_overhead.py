@@ -17,7 +17,7 @@ public API; this script says how much of it is per-call overhead.
 
 ``--n-jobs 2`` (under ``NUMBA_NUM_THREADS=2``) builds the hypann indexes with
 two threads: a one-query scan long enough to split its rows
-(``hypann.geometry._kernels.SPLIT_SCAN_MIN_WORK``) then runs on both.
+(``hypann.geometry.gram_scan.SPLIT_SCAN_MIN_WORK``) then runs on both.
 
 Usage::
 

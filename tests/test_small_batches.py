@@ -308,7 +308,7 @@ def test_one_query_on_two_threads_splits_a_long_scan(monkeypatch):
     if numba.config.NUMBA_NUM_THREADS < 2:
         pytest.skip("needs two numba threads")
     rng = np.random.default_rng(5)
-    n = _kernels.SPLIT_SCAN_MIN_WORK // 20 + 7
+    n = gram_scan.SPLIT_SCAN_MIN_WORK // 20 + 7
     X = ball_points(rng, n, 20, min_conformal=1e-8)
     X[100:400] = X[:300]  # ties
     Q = np.concatenate([ball_points(rng, 3, 20), X[:2]])

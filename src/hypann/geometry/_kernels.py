@@ -259,7 +259,8 @@ def delta4_below(q, cq, x0, c0, x1, c1, x2, c2, x3, c3, worst):
 LANES_MIN_DIM = 16
 #: Coordinates between two early-abandon tests of :func:`delta_lanes_below` (a multiple of 4).
 LANES_STRIDE = 16
-_UNIT_ROUNDOFF = 2.0**-53
+#: ``u = 2^-53``, the unit roundoff of float64 (the error bounds of the lanes and of the Gram scan).
+UNIT_ROUNDOFF = 2.0**-53
 
 
 @nb.njit(cache=True, inline="always")
@@ -274,7 +275,7 @@ def lanes_shrink(d):
     ``1 + u`` (or nothing when ``L f`` is subnormal: then every term is, and both sums are exact).
     ``f = 1 - 4 (d + 22) u`` is below ``(1 - 2 g) / (1 + u)`` for every ``(d + 20) u < 0.1``.
     """
-    return 1.0 - 4.0 * (d + 22) * _UNIT_ROUNDOFF
+    return 1.0 - 4.0 * (d + 22) * UNIT_ROUNDOFF
 
 
 @nb.njit(cache=True, inline="always")
@@ -404,11 +405,6 @@ def brute_knn_delta_serial(Q, cq, X, cx, k):
     for i in range(m):
         _brute_row(Q[i], cq[i], X, cx, ds[i], ids[i])
     return ids, ds
-
-
-#: Smallest ``rows x dimension`` of a scan that a batch of fewer queries than threads splits
-#: into blocks of rows (:func:`brute_knn_delta_split`); a shorter scan runs one thread per query.
-SPLIT_SCAN_MIN_WORK = 1 << 20
 
 
 @nb.njit(cache=True, parallel=True)

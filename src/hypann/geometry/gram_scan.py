@@ -74,13 +74,16 @@ import numba as nb
 import numpy as np
 
 from hypann._runtime import SERIAL_MAX_QUERIES
-from hypann.geometry._kernels import (SPLIT_SCAN_MIN_WORK, brute_knn_delta, brute_knn_delta_serial,
-                                      brute_knn_delta_split, delta_row, insert_sorted, merge_in_block_order)
+from hypann.geometry._kernels import (UNIT_ROUNDOFF, brute_knn_delta, brute_knn_delta_serial, brute_knn_delta_split,
+                                      delta_row, insert_sorted, merge_in_block_order)
 
 #: Smallest batch scanned through the Gram product (with :data:`GRAM_MIN_WORK`); see the module docstring.
 GRAM_MIN_QUERIES = 4
 #: Smallest ``queries x dimension`` of a batch scanned through the Gram product.
 GRAM_MIN_WORK = 160
+#: Smallest ``rows x dimension`` of a scan that a batch of fewer queries than threads splits
+#: into blocks of rows (:func:`splits_rows`); a shorter scan runs one thread per query.
+SPLIT_SCAN_MIN_WORK = 1 << 20
 #: Blocks of rows per thread when a scan of fewer queries than threads is split (load balance:
 #: rows stop early at different depths).
 SPLIT_BLOCKS_PER_THREAD = 2
@@ -88,14 +91,13 @@ SPLIT_BLOCKS_PER_THREAD = 2
 QUERY_BLOCK = 256
 #: Points per block: a block of ``QUERY_BLOCK x POINT_BLOCK`` float64 products is 8 MB.
 POINT_BLOCK = 4096
-_UNIT_ROUNDOFF = 2.0**-53
 #: An absolute floor of ``e``: the error of products that underflow (at most ``d 2^-1074``).
 _TINY = 1e-290
 
 
 def gram_margin(dim: int) -> float:
     """``mu = 2 (d + 16) u``: the relative margin of the bounds (module docstring)."""
-    return 2.0 * (dim + 16) * _UNIT_ROUNDOFF
+    return 2.0 * (dim + 16) * UNIT_ROUNDOFF
 
 
 @functools.cache
@@ -260,16 +262,21 @@ def gram_knn_delta(Q, cq, X, cx, k, *, return_evaluated=False):
     return out_i, out_d
 
 
+def splits_rows(n, dim):
+    """Whether a scan of ``n`` points of ``dim`` coordinates is long enough that fewer queries
+    than threads split its rows among the threads (:data:`SPLIT_SCAN_MIN_WORK` values or more)."""
+    return n * dim >= SPLIT_SCAN_MIN_WORK
+
+
 def knn_delta_scan(Q, cq, X, cx, k):
     """Exact k-NN by ``delta`` of a batch: :func:`gram_knn_delta` from :data:`GRAM_MIN_QUERIES` queries and
     ``m d >= GRAM_MIN_WORK`` on, else the plain scan: split into blocks of rows on all of numba's
-    threads when there are fewer queries than threads and the scan has at least
-    :data:`~hypann.geometry._kernels.SPLIT_SCAN_MIN_WORK` values, serial for one query on one
-    thread, else one thread per query. The same result every way."""
+    threads when there are fewer queries than threads and the scan is long (:func:`splits_rows`),
+    serial for one query on one thread, else one thread per query. The same result every way."""
     m, d = Q.shape
     if m >= GRAM_MIN_QUERIES and m * d >= GRAM_MIN_WORK:
         return gram_knn_delta(Q, cq, X, cx, k)
     threads = nb.get_num_threads()
-    if m < threads and X.shape[0] * d >= SPLIT_SCAN_MIN_WORK:
+    if m < threads and splits_rows(X.shape[0], d):
         return brute_knn_delta_split(Q, cq, X, cx, k, SPLIT_BLOCKS_PER_THREAD * threads)
     return brute_knn_delta_serial(Q, cq, X, cx, k) if m <= SERIAL_MAX_QUERIES else brute_knn_delta(Q, cq, X, cx, k)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from hypann.geometry import _kernels
-from hypann.geometry.gram_scan import knn_delta_scan
+from hypann.geometry.gram_scan import knn_delta_scan, splits_rows
 from hypann.result import SearchStats
 from hypann.search.base import SearchAlgorithm, sort_ragged
 
@@ -22,7 +22,7 @@ class BruteForceSearch(SearchAlgorithm):
     batches of 256 (``benchmarks/exact_scan.py``).
 
     A batch of fewer queries than threads splits a scan of at least
-    :data:`~hypann.geometry._kernels.SPLIT_SCAN_MIN_WORK` values into blocks
+    :data:`~hypann.geometry.gram_scan.SPLIT_SCAN_MIN_WORK` values into blocks
     of rows scanned on all threads (one query on all cores), with the same
     answer.
 
@@ -41,7 +41,7 @@ class BruteForceSearch(SearchAlgorithm):
 
     def _splits_rows(self):
         """A scan long enough that fewer queries than threads split its rows among the threads."""
-        return self.points_.shape[0] * self.points_.shape[1] >= _kernels.SPLIT_SCAN_MIN_WORK
+        return splits_rows(*self.points_.shape)
 
     @property
     def serial_small_batches(self):
