@@ -148,7 +148,7 @@ def test_point_groups_on_threads_equal_the_plain_scan(small_blocks, n, m, d, k, 
     want = brute_knn_delta(Q, cq, X, cx, k)
     grouped = []
     real = gram_scan._scan_point_groups
-    gram_scan._scan_point_groups = lambda *a: (grouped.append(a[10]), real(*a))[1]
+    gram_scan._scan_point_groups = lambda *a: (grouped.append(a[9]), real(*a))[1]
     before = numba.get_num_threads()
     try:
         for threads in range(1, min(4, numba.config.NUMBA_NUM_THREADS) + 1):

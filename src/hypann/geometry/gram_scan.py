@@ -186,7 +186,7 @@ def _fold_point_blocks(Q, cq, qn, X, cx, xn, inv_cx, margin, starts, out_i, out_
             fold(G, qa, cq[a:b], qn[a:b], X, cx, xn, inv_cx, s, margin, ub, out_d[a:b], out_i[a:b], evaluated[a:b])
 
 
-def _scan_point_groups(Q, cq, qn, X, cx, xn, inv_cx, margin, k, starts, n_groups, out_i, out_d, evaluated):
+def _scan_point_groups(Q, cq, qn, X, cx, xn, inv_cx, margin, starts, n_groups, out_i, out_d, evaluated):
     """:func:`gram_knn_delta`'s scan with the point blocks split into ``n_groups`` contiguous groups.
 
     Each group runs on its own thread: single-threaded BLAS products of its
@@ -199,7 +199,7 @@ def _scan_point_groups(Q, cq, qn, X, cx, xn, inv_cx, margin, k, starts, n_groups
     Only ``evaluated`` depends on the grouping (each group's bounds start
     afresh).
     """
-    m = Q.shape[0]
+    m, k = out_i.shape
     bounds = np.linspace(0, len(starts), n_groups + 1).round().astype(int)
     part_i = np.full((n_groups, m, k), -1, dtype=np.int64)
     part_d = np.full((n_groups, m, k), np.inf)
@@ -256,7 +256,7 @@ def gram_knn_delta(Q, cq, X, cx, k, *, return_evaluated=False):
             with _blas_controller().limit(limits=nb.get_num_threads(), user_api="blas"):
                 _fold_point_blocks(Q, cq, qn, X, cx, xn, inv_cx, margin, starts, out_i, out_d, evaluated, _fold_block)
         else:
-            _scan_point_groups(Q, cq, qn, X, cx, xn, inv_cx, margin, k, starts, n_groups, out_i, out_d, evaluated)
+            _scan_point_groups(Q, cq, qn, X, cx, xn, inv_cx, margin, starts, n_groups, out_i, out_d, evaluated)
     if return_evaluated:
         return out_i, out_d, evaluated
     return out_i, out_d
