@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from hypann._runtime import filled
 from hypann.geometry import _kernels
 from hypann.geometry.gram_scan import knn_delta_scan, splits_rows
 from hypann.result import SearchStats
@@ -53,18 +54,15 @@ class BruteForceSearch(SearchAlgorithm):
 
     def search(self, queries, q_conformal, k, *, budget=None):
         n = self.points_.shape[0]
-        m = queries.shape[0]
-        stats = SearchStats.zeros(m)
         if budget is not None and budget < n:
             sub = np.sort(self._perm[: max(budget, 1)])
             ids, deltas = knn_delta_scan(queries, q_conformal, self.points_[sub], self.conformal_[sub], k)
             ids = np.where(ids >= 0, sub[np.maximum(ids, 0)], -1)
-            stats.samples[:] = len(sub)
+            scanned = len(sub)
         else:
             ids, deltas = knn_delta_scan(queries, q_conformal, self.points_, self.conformal_, k)
-            stats.samples[:] = n
-        stats.rounds[:] = 1
-        return ids, deltas, stats
+            scanned = n
+        return ids, deltas, SearchStats.without_oracle(filled(queries.shape[0], scanned, np.int64), 1)
 
     supports_radius = True
 
