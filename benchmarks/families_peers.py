@@ -9,7 +9,10 @@ points and ``--queries`` held-out queries from the same generator
   queries: the baseline of every ``x brute`` ratio;
 * **hypann** through :class:`hypann.HyperbolicIndex` (``n_jobs=1`` for
   queries): ``auto`` (the exact default), ``hkdtree`` (exact), ``graph`` at its
-  calibrated ``ef`` and at ``ef`` in ``--efs``, and ``graph, exact=True``;
+  calibrated ``ef`` and at ``ef`` in ``--efs``, and ``graph, exact=True``; and,
+  unless ``--no-float32``, ``graph`` and ``auto`` with ``storage="float32"``
+  (the peers' precision: exact against the float32-rounded points, so not
+  counted as exact methods);
 * **pynndescent** with the numba Poincare callable (``n_neighbors=30``, sweep
   ``epsilon``) and **usearch** HNSW with the numba ``cfunc`` metric (f64,
   ``connectivity=16``, ``expansion_add=128``, sweep ``expansion_search``),
@@ -106,7 +109,8 @@ def hypann_warmup(dim, seed=0):
     t0 = time.perf_counter()
     x = make_family("gaussian_mixture", 600, dim, seed=seed)
     for kw in ({"algorithm": "auto"}, {"algorithm": "hkdtree"}, {"algorithm": "brute"}, {"algorithm": "graph"},
-               {"algorithm": "graph", "exact": True}, {"algorithm": "graph", "storage": "float32"}):
+               {"algorithm": "graph", "exact": True}, {"algorithm": "graph", "storage": "float32"},
+               {"algorithm": "auto", "storage": "float32"}):
         for t in (1, 2):
             index = hypann.HyperbolicIndex(**kw, random_state=seed, n_jobs=t, verbose=False).build(x[:500])
             index.search(x[500:], K)
@@ -123,6 +127,8 @@ def hypann_settings(problem, args, progress):
              ("hypann graph exact=True", {"algorithm": "graph", "exact": True}, True)]
     if args.float32:  # the peers' precision: pynndescent searches float32 rows
         specs.append(("hypann graph storage=float32", {"algorithm": "graph", "storage": "float32"}, False))
+        # exact against the float32-rounded points only: recall is scored on the float64 data
+        specs.append(("hypann auto storage=float32", {"algorithm": "auto", "storage": "float32"}, False))
     for method, kw, exact in specs:
         build = {}
         for t in args.build_threads:
@@ -420,6 +426,7 @@ def summary_rows(cases):
         pn = [r for r in peer if r["method"].startswith("pynndescent")]
         us = [r for r in peer if r["method"].startswith("usearch")]
         auto = get("hypann auto (exact)")
+        a32 = get("hypann auto storage=float32")
         acc = acceptance(case, rows)
         hs, ps = acc["single_vs_peer"], acc["single_vs_peer"]
         row = {
@@ -431,6 +438,8 @@ def summary_rows(cases):
                                                      f"{gd['speedup']:.0f}x ({gd['note']})",
             "graph >=0.99": "—" if g99 is None else f"{g99['params']}: {_fmt_x(g99)}",
             "graph float32 >=0.99": "—" if g32 is None else f"{g32['params']}: {_fmt_x(g32)}",
+            "auto float32: recall / x / single ms": "—" if a32 is None else (
+                f"{_fmt_x(a32)} / {a32['single_ms']:.3f}"),
             "pynndescent >=0.95 / >=0.99": f"{_fmt_x(_best(pn, lambda r: r['recall_at_k'] >= 0.95))}, "
                                            f"{_fmt_x(_best(pn, lambda r: r['recall_at_k'] >= 0.99))} "
                                            f"(max {max(r['recall_at_k'] for r in pn):.3f})" if pn else "",
@@ -517,7 +526,8 @@ def plot_family(family, cases, path):
     fig, axes = plt.subplots(1, len(cases), figsize=(4.2 * len(cases), 3.2), squeeze=False)
     styles = {"hypann graph": ("C0", "o-"), "pynndescent": ("C1", "s-"), "usearch": ("C2", "^-"),
               "hypann auto (exact)": ("C3", "*"), "hypann hkdtree (exact)": ("C4", "P"),
-              "hypann graph exact=True": ("C5", "X"), "hypann graph storage=float32": ("C6", "d-")}
+              "hypann graph exact=True": ("C5", "X"), "hypann graph storage=float32": ("C6", "d-"),
+              "hypann auto storage=float32": ("C7", "v")}
     for ax, (case, rows) in zip(axes[0], cases):
         for key, (color, marker) in styles.items():
             got = [r for r in rows if r["method"].startswith(key) and (key != "hypann graph"
@@ -593,7 +603,7 @@ def main(argv=None):
     ap.add_argument("--expansions", default=",".join(map(str, USEARCH_EXPANSIONS)))
     ap.add_argument("--build-threads", default="1,2")
     ap.add_argument("--no-float32", dest="float32", action="store_false",
-                    help="leave out the graph with float32 storage (the peers' precision)")
+                    help="leave out the graph and auto with float32 storage (the peers' precision)")
     ap.add_argument("--report", action="store_true", help="only write tables (and plots) from results/*.json")
     ap.add_argument("--plots", action="store_true", help="with --report: one PNG per family into docs/")
     args = ap.parse_args(argv)
