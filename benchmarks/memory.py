@@ -86,6 +86,11 @@ def trim_heap():
     release_freed_heap()
 
 
+def kd_tree(index):
+    """The kd-tree of an ``auto`` (kd-tree chosen) or ``hkdtree`` index."""
+    return index.algorithm_.chosen_.tree_ if hasattr(index.algorithm_, "chosen_") else index.algorithm_.tree_
+
+
 def o_n_bytes(index):
     """Bytes of the index's per-point and per-node scalars: the O(n) part next to coordinates and boxes.
 
@@ -96,7 +101,7 @@ def o_n_bytes(index):
         live = index.live_
         graph = index.algorithm_.graph_
         return graph.conformal_.nbytes + graph.nbytes + live.labels_nbytes + live.removed.nbytes
-    tree = index.algorithm_.chosen_.tree_ if hasattr(index.algorithm_, "chosen_") else index.algorithm_.tree_
+    tree = kd_tree(index)
     arrays = [tree.conformal_, tree.indices_, tree.left_, tree.right_, tree.start_, tree.end_, tree.max_conformal_]
     live = index.live_
     return sum(a.nbytes for a in arrays) + live.labels_nbytes + live.removed.nbytes
@@ -105,8 +110,8 @@ def o_n_bytes(index):
 def child_build(npy, config, out_path):
     """In a fresh process: build from a memmap, measure, save. Prints one JSON line.
 
-    ``config`` is ``"<storage>"`` or ``"<storage>:<leaf_size>"`` (kd-tree), ``"graph:<storage>"`` (graph index
-    at its default settings).
+    ``config`` is ``"<storage>"`` (kd-tree at the default leaf size of the dimension) or
+    ``"<storage>:<leaf_size>"`` (kd-tree), ``"graph:<storage>"`` (graph index at its default settings).
     """
     import gc
 
@@ -114,8 +119,7 @@ def child_build(npy, config, out_path):
 
     method, storage = ("graph", config.partition(":")[2]) if config.startswith("graph:") else ("hkdtree", config)
     storage, _, leaf = storage.partition(":")
-    leaf_size = int(leaf or 16)
-    settings = {"algorithm": "graph"} if method == "graph" else {"leaf_size": leaf_size}
+    settings = {"algorithm": "graph"} if method == "graph" else {"leaf_size": int(leaf) if leaf else None}
 
     X = np.load(npy, mmap_mode="r")
     n, d = X.shape
@@ -136,7 +140,8 @@ def child_build(npy, config, out_path):
     o_n = o_n_bytes(index)
     index.save(out_path)
     print(json.dumps({
-        "method": method, "n": n, "d": d, "storage": storage, "leaf_size": leaf_size if method == "hkdtree" else None,
+        "method": method, "n": n, "d": d, "storage": storage,
+        "leaf_size": kd_tree(index).leaf_size if method == "hkdtree" else None,
         "build_s": build_s,
         "nbytes_per_point": index.nbytes / n,
         "resident_per_point": (after - before) / n,
@@ -225,7 +230,7 @@ def main():
         times = {}
         for config in ("float64", "float32", "float32:32"):
             storage, _, leaf = config.partition(":")
-            index = hypann.HyperbolicIndex(storage=storage, leaf_size=int(leaf or 16), n_jobs=1).build(X)
+            index = hypann.HyperbolicIndex(storage=storage, leaf_size=int(leaf) if leaf else None, n_jobs=1).build(X)
             index.search(Q[:5], 10)
             times[config] = median_time(lambda index=index: index.search(Q, 10), repeats=args.repeats)[0]
             del index

@@ -52,8 +52,8 @@ def test_auto_choice_follows_the_measured_pruning(family, dim, expected):
         assert algo.examined_fraction_ * algo.measured_ > algo.threshold_ * 64
     assert f"chosen='{expected}'" in repr(index)
     if dim == 64:
-        # every query examines every point: the sum passes 15.4% of 64 full scans (9.9) after 16 points
-        assert (algo.measured_, algo.examined_fraction_) == (16, 1.0)
+        # every query examines every point: the sum passes 1/11 of 64 full scans (5.8) after the first 8
+        assert (algo.measured_, algo.examined_fraction_) == (8, 1.0)
     text = index.describe()
     assert text.startswith(f"auto over 4000 points in {dim}-D; chose '{expected}': the kd-tree examined ")
     assert f"{algo.examined_fraction_:.2%}" in text
@@ -117,3 +117,19 @@ def test_auto_range_search_and_updates(scan_fraction):
     res = index.search(Q, 4)
     np.testing.assert_allclose(res.distances, true_knn_dist(live, Q, 4), rtol=1e-9, atol=1e-12)
     assert not np.any(np.isin(res.indices, np.arange(0, 700, 5)))
+
+
+@pytest.mark.parametrize("dim", [1, 2, 10, 15, 16, 17, 100, 256])
+def test_scan_threshold_and_leaf_size_by_dimension(dim):
+    """Below 16 coordinates: leaves of 16 and r(d) = 1 + 44/sqrt(d); from 16 on: leaves of 48 and r = 11."""
+    wide = dim >= 16
+    expected = 1.0 / 11.0 if wide else 1.0 / (1.0 + 44.0 / np.sqrt(dim))
+    assert default_scan_fraction(dim) == pytest.approx(expected, rel=1e-15)
+    X = ball_points(np.random.default_rng(dim), 300, dim, min_conformal=1e-6)
+    index = hypann.HyperbolicIndex(algorithm="auto", scan_fraction=1.0, random_state=0).build(X)
+    assert index.algorithm_.chosen_.leaf_size_ == (48 if wide else 16)
+    assert index.algorithm_.leaf_size is None
+    # an explicit leaf size is used as given, whatever the dimension
+    explicit = hypann.HyperbolicIndex(algorithm="auto", scan_fraction=1.0, leaf_size=5, random_state=0).build(X)
+    assert explicit.algorithm_.chosen_.leaf_size_ == 5
+    np.testing.assert_array_equal(index.search(X[:7], 4).distances, explicit.search(X[:7], 4).distances)

@@ -135,7 +135,7 @@ USAGE_ERRORS = [
     (["build", "{d}/X.npy", "-o", "{d}/new", "--algorithm", "recentering", "--oracle", "nosuch"], r"unknown oracle 'nosuch'; expected one of .*"),
     (["build", "{d}/X.npy", "-o", "{d}/new", "--algorithm", "recentering", "--oracle", "kdtree:leaf_size"], r"bad setting 'leaf_size' in oracle spec 'kdtree:leaf_size': expected key=value"),
     (["build", "{d}/X.npy", "-o", "{d}/new", "--algorithm", "vamana", "--param", "R"], r"--param expects key=value, got 'R'"),
-    (["build", "{d}/X.npy", "-o", "{d}/new", "--algorithm", "hkdtree", "--param", "leaf_size=0"], r"leaf_size must be a positive integer, got leaf_size=0"),
+    (["build", "{d}/X.npy", "-o", "{d}/new", "--algorithm", "hkdtree", "--param", "leaf_size=0"], r"leaf_size must be a positive integer or None, got leaf_size=0"),
     (["build", "{d}/X.npy", "-o", "{d}/new", "--algorithm", "nosuch"], r"unknown algorithm 'nosuch'; expected one of .*"),
     (["search", "{d}/X.npy", "{d}/Q.npy"], r"'.*X\.npy' is not a hypann index file \(expected an \.npz archive written by HyperbolicIndex\.save\): .*"),
     (["search", "{d}/missing", "{d}/Q.npy"], r"no index file at '.*missing'"),

@@ -311,7 +311,7 @@ def test_save_load_round_trip_and_damaged_files(tree_index, ray_cluster, tmp_pat
 def test_a_shard_that_fails_to_build_raises_the_shards_error(ray_cluster):
     """leaf_size=0 passes the driver's checks and fails in the actor's build: the ValueError comes back unwrapped."""
     index = ShardedIndex(2, n_actors=1, leaf_size=0)
-    with pytest.raises(ValueError, match=r"^leaf_size must be a positive integer, got leaf_size=0$"):
+    with pytest.raises(ValueError, match=r"^leaf_size must be a positive integer or None, got leaf_size=0$"):
         index.build(ball_points(np.random.default_rng(0), 40, 2))
     assert not hasattr(index, "actors_")  # the actors were stopped
 

@@ -473,3 +473,28 @@ def test_search_radius_matches_brute_force(seed, n, quantile, d, method):
         got = ids[offsets[i]:offsets[i + 1]]
         assert sorted(got.tolist()) == sorted(expect.tolist())
         np.testing.assert_array_equal(deltas[offsets[i]:offsets[i + 1]], np.sort(all_d[i, expect]))
+
+
+@pytest.mark.parametrize("algorithm, key", [("hkdtree", "leaf_size"), ("graph", "tree_leaf_size")])
+@pytest.mark.parametrize("dim, leaf", [(3, 16), (15, 16), (16, 48), (40, 48)])
+def test_default_leaf_size_by_dimension_survives_save_and_load(tmp_path, algorithm, key, dim, leaf):
+    """``leaf_size=None`` (``tree_leaf_size`` for the graph): 16 below 16 coordinates, 48 from 16 on;
+    the file keeps the built tree's size; a load with an explicit size rebuilds with that size."""
+    import hypann
+    from hypann.search.hyperbolic_kdtree import default_leaf_size
+
+    assert default_leaf_size(dim) == leaf
+    X = ball_points(np.random.default_rng(dim), 400, dim, min_conformal=1e-8)
+    extra = {"exact": True} if algorithm == "graph" else {}
+    index = hypann.HyperbolicIndex(algorithm=algorithm, random_state=0, **extra).build(X)
+    tree = index.algorithm_.tree_
+    assert tree.leaf_size == leaf
+    assert getattr(index.algorithm_, key) is None
+    path = tmp_path / "i.hypann"
+    index.save(path)
+    loaded = hypann.load(path)
+    assert loaded.algorithm_.tree_.leaf_size == leaf
+    np.testing.assert_array_equal(loaded.search(X[:9], 5).distances, index.search(X[:9], 5).distances)
+    rebuilt = hypann.load(path, **{key: leaf + 1})
+    assert rebuilt.algorithm_.tree_.leaf_size == leaf + 1
+    np.testing.assert_array_equal(rebuilt.search(X[:9], 5).distances, index.search(X[:9], 5).distances)

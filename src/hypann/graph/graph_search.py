@@ -41,7 +41,7 @@ from hypann._validation import state_flag
 from hypann.graph.knn_graph import HyperbolicGraphIndex
 from hypann.result import SearchStats
 from hypann.search.base import SearchAlgorithm
-from hypann.search.hyperbolic_kdtree import HyperbolicKDTree
+from hypann.search.hyperbolic_kdtree import HyperbolicKDTree, default_leaf_size
 
 #: Prefix of the kd-tree's arrays in the saved state of ``exact=True``.
 _TREE_PREFIX = "tree."
@@ -79,8 +79,10 @@ class GraphSearch(SearchAlgorithm):
         Re-check the graph's answer with a hyperbolic kd-tree seeded by it
         (see the module docstring): exact k-NN (and exact range search), at
         about the cost of the graph plus the kd-tree search.
-    tree_leaf_size : int, default 16
-        Leaf size of that kd-tree (``exact=True`` only).
+    tree_leaf_size : int or None, default None
+        Leaf size of that kd-tree (``exact=True`` only); ``None``:
+        :func:`~hypann.search.hyperbolic_kdtree.default_leaf_size` of the
+        dimension (16 below 16 dimensions, 48 from 16 on).
     """
 
     name = "graph"
@@ -97,7 +99,8 @@ class GraphSearch(SearchAlgorithm):
         Param("n_trees", "int", 4, "partition trees (entry points)", low=1),
         Param("max_rounds", "int", 16, "NN-descent rounds at most", low=1),
         Param("exact", "bool", False, "re-check the graph's answer with a hyperbolic kd-tree (exact k-NN)"),
-        Param("tree_leaf_size", "int", 16, "leaf size of that kd-tree (exact=True only)", low=1),
+        Param("tree_leaf_size", "int", None, "leaf size of that kd-tree (exact=True only; default: 16 below "
+              "16 dimensions, 48 from 16 on)", low=1, none_ok=True),
     )
     query_settings = (
         Param("ef", "int", None, "search list size of this call (default: the build's ef)", low=1, none_ok=True,
@@ -105,7 +108,7 @@ class GraphSearch(SearchAlgorithm):
     )
 
     def __init__(self, *, n_neighbors=24, max_degree=40, ef=None, target_recall=0.98, leaf_size=32, n_trees=4,
-                 max_rounds=16, exact=False, tree_leaf_size=16):
+                 max_rounds=16, exact=False, tree_leaf_size=None):
         self.n_neighbors = n_neighbors
         self.max_degree = max_degree
         self.ef = ef
@@ -156,7 +159,8 @@ class GraphSearch(SearchAlgorithm):
         if self.exact:
             # the tree takes them over in its order and the graph refers to that single copy
             # (its ids are then tree positions; the tree's leaves already keep neighbours together)
-            self.tree_ = HyperbolicKDTree(leaf_size=self.tree_leaf_size).build(points, conformal, in_place=True)
+            leaf_size = default_leaf_size(points.shape[1]) if self.tree_leaf_size is None else self.tree_leaf_size
+            self.tree_ = HyperbolicKDTree(leaf_size=leaf_size).build(points, conformal, in_place=True)
             self.graph_.build(self.tree_.points_, self.tree_.conformal_, in_place=True)
             self.graph_in_tree_order_ = True
         else:
@@ -220,7 +224,7 @@ class GraphSearch(SearchAlgorithm):
                 raise ValueError("graph state with exact=True must not hold its own 'points'/'conformal'")
             self.tree_ = HyperbolicKDTree.from_arrays(tree_state, points=points, conformal=conformal,
                                                       full=full_check)
-            if self.tree_.leaf_size != self.tree_leaf_size:
+            if self.tree_leaf_size is not None and self.tree_.leaf_size != self.tree_leaf_size:
                 raise ValueError(
                     f"HyperbolicKDTree state 'leaf_size': the stored tree has leaf_size={self.tree_.leaf_size}, "
                     f"the settings say tree_leaf_size={self.tree_leaf_size!r}"

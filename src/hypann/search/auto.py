@@ -20,11 +20,20 @@ while ``f r(d) < 1``; so the scan is chosen when
 
 .. math::
 
-    f > f^*(d) = \\frac{1}{r(d)}, \\qquad r(d) = 1 + \\frac{44}{\\sqrt{d}} ,
+    f > f^*(d) = \\frac{1}{r(d)}, \\qquad
+    r(d) = 1 + \\frac{44}{\\sqrt{d}} \\ (d < 16), \\qquad r(d) = 11 \\ (d \\ge 16),
 
-a fit of the measured per-point cost ratio on the data families
-(``benchmarks/graph_exact.py``: 7-19 at 10-D, about 4.5 at 32-D, 3-5 at
-100-D, one thread). The counts are deterministic, so the choice is a function
+the per-point cost ratio of the tree's walk to a batch scan measured on
+the data families (``benchmarks/graph_exact.py``, one thread, 100,000
+points). Below 16 coordinates (leaves of 16 points) it is 12-15 where the
+tree examines many points (uniform data, the mixture, boundary-heavy
+clusters) at 10-D. From 16 coordinates on the kd-tree has leaves of 48
+points (:func:`~hypann.search.hyperbolic_kdtree.default_leaf_size`), and
+on uniform data, where it examines every point, the ratio is 8.2 at 32-D,
+11.5 at 100-D and 13.7 at 256-D. (The earlier ``1 + 44/sqrt(d)`` at every
+dimension was fitted before the scan computed batches through Gram
+blocks, git c1676fc; at 100-D it put the break-even at twice the examined
+fraction where it now is.) The counts are deterministic, so the choice is a function
 of the points and the seed, never of the machine's speed. When the scan is
 chosen the tree is dropped (no memory kept for it).
 
@@ -44,7 +53,8 @@ from hypann.geometry._kernels import gather_points_in_place, inverse_permutation
 from hypann.search.base import SearchAlgorithm
 from hypann.search.brute import BruteForceSearch
 from hypann.search.hkdtree_search import HyperbolicKDTreeSearch
-from hypann.search.hyperbolic_kdtree import HyperbolicKDTree
+from hypann.search.hyperbolic_kdtree import (LEAF_SIZE_MEANING, WIDE_LEAF_MIN_DIM, HyperbolicKDTree,
+                                              default_leaf_size)
 
 #: The methods ``"auto"`` chooses from, by their code in the saved state.
 CHOICES = ("hkdtree", "brute")
@@ -52,13 +62,21 @@ CHOICES = ("hkdtree", "brute")
 MEASURE_K = 11
 #: Sampled points searched per step of the measurement (it stops once the scan is certain).
 MEASURE_CHUNK = 8
-#: ``r(d) = 1 + TREE_COST_SCALE / sqrt(d)``: the kd-tree's cost per examined point relative to a scan's.
+#: ``r(d) = 1 + TREE_COST_SCALE / sqrt(d)`` below :data:`WIDE_LEAF_MIN_DIM` coordinates: the
+#: kd-tree's cost per examined point relative to a scan's ...
 TREE_COST_SCALE = 44.0
+#: ... and ``r(d)`` from there on, where the tree has leaves of
+#: :data:`~hypann.search.hyperbolic_kdtree.WIDE_LEAF_SIZE` points.
+WIDE_TREE_COST = 11.0
 
 
 def default_scan_fraction(dim: int) -> float:
-    """The examined fraction above which a scan beats the kd-tree: ``1 / (1 + 44 / sqrt(dim))``."""
-    return 1.0 / (1.0 + TREE_COST_SCALE / np.sqrt(dim))
+    """The examined fraction above which a scan beats the kd-tree: ``1 / r(dim)``.
+
+    ``r(d) = 1 + 44 / sqrt(d)`` below 16 coordinates and ``11`` from 16 on (see the module docstring).
+    """
+    cost = WIDE_TREE_COST if dim >= WIDE_LEAF_MIN_DIM else 1.0 + TREE_COST_SCALE / np.sqrt(dim)
+    return 1.0 / cost
 
 
 class AutoSearch(SearchAlgorithm):
@@ -66,8 +84,10 @@ class AutoSearch(SearchAlgorithm):
 
     Parameters
     ----------
-    leaf_size : int, default 16
-        Leaf size of the kd-tree.
+    leaf_size : int or None, default None
+        Leaf size of the kd-tree; ``None``:
+        :func:`~hypann.search.hyperbolic_kdtree.default_leaf_size` of the
+        dimension (16 below 16 dimensions, 48 from 16 on).
     sample_size : int, default 64
         Indexed points searched to measure the tree's pruning (at most ``n``).
     scan_fraction : float in (0, 1] or None, default None
@@ -91,13 +111,13 @@ class AutoSearch(SearchAlgorithm):
     name = "auto"
     uses_oracle = False
     build_settings = (
-        Param("leaf_size", "int", 16, "points per leaf of the kd-tree", low=1),
+        Param("leaf_size", "int", None, LEAF_SIZE_MEANING, low=1, none_ok=True),
         Param("sample_size", "int", 64, "indexed points searched to measure the tree's pruning", low=1),
         Param("scan_fraction", "float", None, "examined fraction above which the scan is chosen "
               "(default: default_scan_fraction(dim))", low=0.0, high=1.0, low_open=True, none_ok=True),
     )
 
-    def __init__(self, *, leaf_size=16, sample_size=64, scan_fraction=None):
+    def __init__(self, *, leaf_size=None, sample_size=64, scan_fraction=None):
         self.leaf_size = leaf_size
         self.sample_size = sample_size
         self.scan_fraction = scan_fraction
@@ -110,7 +130,8 @@ class AutoSearch(SearchAlgorithm):
         sample = np.sort(self.rng_.choice(n, size=min(n, self.sample_size), replace=False))
         queries, q_conformal = points[sample], conformal[sample]  # before the tree reorders the points
         # the index hands over arrays it owns: the tree takes them over in its order (no second copy)
-        tree = HyperbolicKDTree(leaf_size=self.leaf_size).build(points, conformal, in_place=True)
+        leaf_size = default_leaf_size(dim) if self.leaf_size is None else self.leaf_size
+        tree = HyperbolicKDTree(leaf_size=leaf_size).build(points, conformal, in_place=True)
         self.threshold_ = self._threshold(dim)
         # the mean over the whole sample exceeds the threshold as soon as the running sum
         # does, so the measurement stops there (same decision, less work on uniform data)

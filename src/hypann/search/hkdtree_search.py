@@ -19,7 +19,7 @@ from __future__ import annotations
 from hypann._params import Param
 from hypann.result import SearchStats
 from hypann.search.base import SearchAlgorithm
-from hypann.search.hyperbolic_kdtree import HyperbolicKDTree
+from hypann.search.hyperbolic_kdtree import LEAF_SIZE_MEANING, HyperbolicKDTree, default_leaf_size
 
 
 class HyperbolicKDTreeSearch(SearchAlgorithm):
@@ -27,14 +27,21 @@ class HyperbolicKDTreeSearch(SearchAlgorithm):
 
     Parameters
     ----------
-    leaf_size : int, default 16
+    leaf_size : int or None, default None
+        Points per leaf; ``None``: :func:`~hypann.search.hyperbolic_kdtree.default_leaf_size`
+        of the dimension (16 below 16 dimensions, 48 from 16 on).
+
+    Attributes
+    ----------
+    leaf_size_ : int
+        The leaf size of the built tree.
     """
 
     name = "hkdtree"
     uses_oracle = False
-    build_settings = (Param("leaf_size", "int", 16, "points per leaf of the kd-tree", low=1),)
+    build_settings = (Param("leaf_size", "int", None, LEAF_SIZE_MEANING, low=1, none_ok=True),)
 
-    def __init__(self, *, leaf_size: int = 16):
+    def __init__(self, *, leaf_size=None):
         self.leaf_size = leaf_size
 
     #: the tree holds the only copy of the points (permuted into tree order);
@@ -44,8 +51,14 @@ class HyperbolicKDTreeSearch(SearchAlgorithm):
     def _build(self, points, conformal, oracle):
         # the index hands over arrays it owns (see SearchAlgorithm.build): the tree puts them
         # in its order and keeps them, so the build makes no second copy of the points
-        self.tree_ = HyperbolicKDTree(leaf_size=self.leaf_size).build(points, conformal, in_place=True)
+        leaf_size = default_leaf_size(points.shape[1]) if self.leaf_size is None else self.leaf_size
+        self.tree_ = HyperbolicKDTree(leaf_size=leaf_size).build(points, conformal, in_place=True)
         self.points_ = self.conformal_ = None  # now in tree order: only the tree refers to them
+
+    @property
+    def leaf_size_(self):
+        """The leaf size of the built tree (``leaf_size``, or the default of the dimension)."""
+        return self.tree_.leaf_size
 
     def points_shape(self):
         """``(n, d)`` of the indexed points."""
@@ -81,7 +94,7 @@ class HyperbolicKDTreeSearch(SearchAlgorithm):
         """
         self._check_settings()
         tree = HyperbolicKDTree.from_arrays(state, points=points, conformal=conformal, full=full_check)
-        if tree.leaf_size != self.leaf_size:
+        if self.leaf_size is not None and tree.leaf_size != self.leaf_size:  # None: the stored one
             raise ValueError(
                 f"HyperbolicKDTree state 'leaf_size': the stored tree has leaf_size={tree.leaf_size}, "
                 f"the settings say leaf_size={self.leaf_size!r}"

@@ -108,13 +108,44 @@ from hypann.geometry._kernels import (ABANDON_STRIDE, LANES_MIN_DIM, delta4_belo
 from hypann.oracles.base import EuclideanNeighbors, EuclideanOracle
 from hypann.oracles.registry import register_oracle
 
-__all__ = ["HyperbolicKDTree", "HyperbolicKDTreeOracle", "TrackingResult", "KNNResult"]
+__all__ = ["HyperbolicKDTree", "HyperbolicKDTreeOracle", "TrackingResult", "KNNResult", "default_leaf_size"]
 
 # Per-query budget meaning "no budget" inside the kernels.
 _NO_BUDGET = np.iinfo(np.int64).max
 
 # Names of the arrays that make up a fitted tree (see ``to_arrays``).
 _STATE = ("points", "conformal", "indices", "lo", "hi", "left", "right", "start", "end", "max_conformal")
+
+#: Leaf size of the exact searches (``hkdtree``, ``auto``, ``graph`` with ``exact=True``) when none is
+#: given, below :data:`WIDE_LEAF_MIN_DIM` coordinates ...
+NARROW_LEAF_SIZE = 16
+#: ... and from there on (see :func:`default_leaf_size`).
+WIDE_LEAF_SIZE = 48
+#: Coordinates from which :func:`default_leaf_size` is :data:`WIDE_LEAF_SIZE`: where a leaf's
+#: points are screened with four lanes (:data:`~hypann.geometry._kernels.LANES_MIN_DIM`).
+WIDE_LEAF_MIN_DIM = LANES_MIN_DIM
+
+
+def default_leaf_size(dim):
+    """The kd-tree's leaf size when none is given: 16 below 16 coordinates, 48 from 16 on.
+
+    From :data:`~hypann.geometry._kernels.LANES_MIN_DIM` coordinates on, a
+    leaf's points are screened with four lanes that drop most points after
+    their first 16 coordinates (:func:`_scan_leaf`), so a point examined costs
+    much less than a node's walk (two box bounds and a heap push), and fewer,
+    larger leaves pay. Measured on every data family
+    (``benchmarks/hkdtree_leaf_size.py``, ``docs/benchmarks.md``): at 32, 100
+    and 256 dimensions leaves of 48 points answer 1.08-1.47x faster than leaves
+    of 16 on the clustered, boundary-heavy, duplicate and WordNet families
+    (0.97x on the tree at 32-D, the worst case) and take less memory; at 10-D
+    (four rows side by side, no screen) 16 is the best compromise: larger
+    leaves win on some families and lose on others.
+    """
+    return WIDE_LEAF_SIZE if dim >= WIDE_LEAF_MIN_DIM else NARROW_LEAF_SIZE
+
+
+#: The meaning of a ``leaf_size`` setting of those searches (their parameter tables).
+LEAF_SIZE_MEANING = "points per leaf of the kd-tree (default: 16 below 16 dimensions, 48 from 16 on)"
 
 
 class TrackingResult(NamedTuple):
