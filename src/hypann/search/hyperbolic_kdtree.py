@@ -135,9 +135,9 @@ def default_leaf_size(dim):
     much less than a node's walk (two box bounds and a heap push), and fewer,
     larger leaves pay. Measured on every data family
     (``benchmarks/hkdtree_leaf_size.py``, ``docs/benchmarks.md``): at 32, 100
-    and 256 dimensions leaves of 48 points answer 1.08-1.47x faster than leaves
+    and 256 dimensions leaves of 48 points answer 1.11-1.47x faster than leaves
     of 16 on the clustered, boundary-heavy, duplicate and WordNet families
-    (0.97x on the tree at 32-D, the worst case) and take less memory; at 10-D
+    (0.97-1.08x on the tree) and take less memory; at 10-D
     (four rows side by side, no screen) 16 is the best compromise: larger
     leaves win on some families and lose on others.
     """
