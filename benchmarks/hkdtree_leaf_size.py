@@ -24,7 +24,7 @@ Usage::
     NUMBA_NUM_THREADS=1 python benchmarks/hkdtree_leaf_size.py
     NUMBA_NUM_THREADS=1 python benchmarks/hkdtree_leaf_size.py --families gaussian_mixture --dims 10 --n 20000
 
-Writes ``results/hkdtree_leaf_size.json`` and prints a markdown table.
+Writes ``results/hkdtree_leaf_size.json`` (``--out``) and prints a markdown table.
 """
 
 from __future__ import annotations
@@ -95,6 +95,7 @@ def main(argv=None):
     ap.add_argument("--baseline", type=int, default=16, help="the leaf size the ratios are taken against")
     ap.add_argument("--repeats", type=int, default=3, help="passes over all leaf sizes (median per leaf size)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", default="hkdtree_leaf_size", help="name of the results/<out>.json file")
     args = ap.parse_args(argv)
     args.leaf_sizes = [int(x) for x in args.leaf_sizes.split(",")]
     if args.baseline not in args.leaf_sizes:
@@ -113,7 +114,7 @@ def main(argv=None):
     fmt = [{c: (f"{r[c]:.2f}" if isinstance(r[c], float) else r[c]) for c in cols} for r in rows]
     table = markdown_table(fmt, cols)
     print(table)
-    path = write_json("hkdtree_leaf_size", {"params": {**vars(args), "k": K}, "rows": rows, "table": table})
+    path = write_json(args.out, {"params": {**vars(args), "k": K}, "rows": rows, "table": table})
     print(f"wrote {path}")
 
 
