@@ -41,7 +41,7 @@ from hypann._validation import state_flag
 from hypann.graph.knn_graph import HyperbolicGraphIndex
 from hypann.result import SearchStats
 from hypann.search.base import SearchAlgorithm
-from hypann.search.hyperbolic_kdtree import HyperbolicKDTree, default_leaf_size
+from hypann.search.hyperbolic_kdtree import LEAF_SIZE_RULE, HyperbolicKDTree, leaf_size_for
 
 #: Prefix of the kd-tree's arrays in the saved state of ``exact=True``.
 _TREE_PREFIX = "tree."
@@ -99,8 +99,8 @@ class GraphSearch(SearchAlgorithm):
         Param("n_trees", "int", 4, "partition trees (entry points)", low=1),
         Param("max_rounds", "int", 16, "NN-descent rounds at most", low=1),
         Param("exact", "bool", False, "re-check the graph's answer with a hyperbolic kd-tree (exact k-NN)"),
-        Param("tree_leaf_size", "int", None, "leaf size of that kd-tree (exact=True only; default: 16 below "
-              "16 dimensions, 48 from 16 on)", low=1, none_ok=True),
+        Param("tree_leaf_size", "int", None, f"leaf size of that kd-tree (exact=True only; default: {LEAF_SIZE_RULE})",
+              low=1, none_ok=True),
     )
     query_settings = (
         Param("ef", "int", None, "search list size of this call (default: the build's ef)", low=1, none_ok=True,
@@ -159,7 +159,7 @@ class GraphSearch(SearchAlgorithm):
         if self.exact:
             # the tree takes them over in its order and the graph refers to that single copy
             # (its ids are then tree positions; the tree's leaves already keep neighbours together)
-            leaf_size = default_leaf_size(points.shape[1]) if self.tree_leaf_size is None else self.tree_leaf_size
+            leaf_size = leaf_size_for(self.tree_leaf_size, points.shape[1])
             self.tree_ = HyperbolicKDTree(leaf_size=leaf_size).build(points, conformal, in_place=True)
             self.graph_.build(self.tree_.points_, self.tree_.conformal_, in_place=True)
             self.graph_in_tree_order_ = True

@@ -53,8 +53,7 @@ from hypann.geometry._kernels import gather_points_in_place, inverse_permutation
 from hypann.search.base import SearchAlgorithm
 from hypann.search.brute import BruteForceSearch
 from hypann.search.hkdtree_search import HyperbolicKDTreeSearch
-from hypann.search.hyperbolic_kdtree import (LEAF_SIZE_MEANING, WIDE_LEAF_MIN_DIM, HyperbolicKDTree,
-                                              default_leaf_size)
+from hypann.search.hyperbolic_kdtree import LEAF_SIZE_MEANING, WIDE_LEAF_MIN_DIM, HyperbolicKDTree, leaf_size_for
 
 #: The methods ``"auto"`` chooses from, by their code in the saved state.
 CHOICES = ("hkdtree", "brute")
@@ -130,8 +129,7 @@ class AutoSearch(SearchAlgorithm):
         sample = np.sort(self.rng_.choice(n, size=min(n, self.sample_size), replace=False))
         queries, q_conformal = points[sample], conformal[sample]  # before the tree reorders the points
         # the index hands over arrays it owns: the tree takes them over in its order (no second copy)
-        leaf_size = default_leaf_size(dim) if self.leaf_size is None else self.leaf_size
-        tree = HyperbolicKDTree(leaf_size=leaf_size).build(points, conformal, in_place=True)
+        tree = HyperbolicKDTree(leaf_size=leaf_size_for(self.leaf_size, dim)).build(points, conformal, in_place=True)
         self.threshold_ = self._threshold(dim)
         # the mean over the whole sample exceeds the threshold as soon as the running sum
         # does, so the measurement stops there (same decision, less work on uniform data)

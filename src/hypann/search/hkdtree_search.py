@@ -19,7 +19,7 @@ from __future__ import annotations
 from hypann._params import Param
 from hypann.result import SearchStats
 from hypann.search.base import SearchAlgorithm
-from hypann.search.hyperbolic_kdtree import LEAF_SIZE_MEANING, HyperbolicKDTree, default_leaf_size
+from hypann.search.hyperbolic_kdtree import LEAF_SIZE_MEANING, HyperbolicKDTree, leaf_size_for
 
 
 class HyperbolicKDTreeSearch(SearchAlgorithm):
@@ -51,7 +51,7 @@ class HyperbolicKDTreeSearch(SearchAlgorithm):
     def _build(self, points, conformal, oracle):
         # the index hands over arrays it owns (see SearchAlgorithm.build): the tree puts them
         # in its order and keeps them, so the build makes no second copy of the points
-        leaf_size = default_leaf_size(points.shape[1]) if self.leaf_size is None else self.leaf_size
+        leaf_size = leaf_size_for(self.leaf_size, points.shape[1])
         self.tree_ = HyperbolicKDTree(leaf_size=leaf_size).build(points, conformal, in_place=True)
         self.points_ = self.conformal_ = None  # now in tree order: only the tree refers to them
 

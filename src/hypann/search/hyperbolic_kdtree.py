@@ -108,7 +108,8 @@ from hypann.geometry._kernels import (ABANDON_STRIDE, LANES_MIN_DIM, delta4_belo
 from hypann.oracles.base import EuclideanNeighbors, EuclideanOracle
 from hypann.oracles.registry import register_oracle
 
-__all__ = ["HyperbolicKDTree", "HyperbolicKDTreeOracle", "TrackingResult", "KNNResult", "default_leaf_size"]
+__all__ = ["HyperbolicKDTree", "HyperbolicKDTreeOracle", "TrackingResult", "KNNResult", "default_leaf_size",
+           "leaf_size_for"]
 
 # Per-query budget meaning "no budget" inside the kernels.
 _NO_BUDGET = np.iinfo(np.int64).max
@@ -144,8 +145,16 @@ def default_leaf_size(dim):
     return WIDE_LEAF_SIZE if dim >= WIDE_LEAF_MIN_DIM else NARROW_LEAF_SIZE
 
 
-#: The meaning of a ``leaf_size`` setting of those searches (their parameter tables).
-LEAF_SIZE_MEANING = "points per leaf of the kd-tree (default: 16 below 16 dimensions, 48 from 16 on)"
+def leaf_size_for(leaf_size, dim):
+    """The leaf size a search builds with: the setting ``leaf_size``, or ``None``: :func:`default_leaf_size`."""
+    return default_leaf_size(dim) if leaf_size is None else leaf_size
+
+
+#: :func:`default_leaf_size` in words (the parameter tables of the searches that use it).
+LEAF_SIZE_RULE = (f"{NARROW_LEAF_SIZE} below {WIDE_LEAF_MIN_DIM} dimensions, "
+                  f"{WIDE_LEAF_SIZE} from {WIDE_LEAF_MIN_DIM} on")
+#: The meaning of a ``leaf_size`` setting of those searches.
+LEAF_SIZE_MEANING = f"points per leaf of the kd-tree (default: {LEAF_SIZE_RULE})"
 
 
 class TrackingResult(NamedTuple):
