@@ -111,8 +111,7 @@ def main(argv=None):
               f"{best['leaf_size']} ({best['batch_vs_baseline']:.2f}x leaf_size={args.baseline})", flush=True)
     cols = ["family", "dim", "n", "leaf_size", "batch_us", "batch_vs_baseline", "single_us", "single_vs_baseline",
             "samples", "build_s", "bytes_per_point"]
-    fmt = [{c: (f"{r[c]:.2f}" if isinstance(r[c], float) else r[c]) for c in cols} for r in rows]
-    table = markdown_table(fmt, cols)
+    table = markdown_table(rows, cols)
     print(table)
     path = write_json(args.out, {"params": {**vars(args), "k": K}, "rows": rows, "table": table})
     print(f"wrote {path}")
