@@ -325,3 +325,136 @@ def test_one_query_on_two_threads_splits_a_long_scan(monkeypatch):
     for one, two in zip(answers[1], answers[2]):
         np.testing.assert_array_equal(one.indices, two.indices)
         np.testing.assert_array_equal(one.distances, two.distances)
+
+
+# --- the one-query path: check and search in one compiled call ----------------------------------
+
+FAST_CONFIGS = [
+    dict(algorithm="graph"),
+    dict(algorithm="hkdtree"),
+    dict(algorithm="auto", scan_fraction=1.0),  # the kd-tree whatever it examines
+    dict(algorithm="graph", storage="float32"),
+    dict(algorithm="hkdtree", storage="float32"),
+]
+
+
+def _without_checked_path(index):
+    """Make the algorithm's checked search fail: a one-query call that still answers took the fast path."""
+    def refuse(*args, **kwargs):
+        raise AssertionError("the checked path was taken")
+
+    index.algorithm_.search = refuse
+
+
+@pytest.mark.parametrize("config", FAST_CONFIGS, ids=lambda c: ",".join(f"{k}={v}" for k, v in c.items()))
+def test_one_plain_query_takes_the_compiled_path_and_answers_as_the_batch(data, config):
+    X, Q = data
+    index = hypann.HyperbolicIndex(random_state=0, verbose=False, **config).build(X)
+    Q32 = (0.99 * Q).astype(np.float32)  # a float32 query: its rounded values (inside the ball)
+    batches = {(k, dtype): index.search(Q32 if dtype == np.float32 else Q, k) for k in (1, 6)
+               for dtype in (np.float64, np.float32)}
+    by_ef = index.search(Q, 6, ef=48) if config["algorithm"] == "graph" else None
+    if config["algorithm"] == "auto":
+        assert index.algorithm_.choice_ == "hkdtree"
+    _without_checked_path(index)
+    for i in range(len(Q)):
+        for (k, dtype), batch in batches.items():
+            one = index.search((Q32 if dtype == np.float32 else Q)[i:i + 1], k)
+            _same(one, batch, i)
+            np.testing.assert_array_equal(one.stats.rounds, batch.stats.rounds[i:i + 1])
+            np.testing.assert_array_equal(one.stats.oracle_calls, batch.stats.oracle_calls[i:i + 1])
+        if by_ef is not None:
+            _same(index.search(Q[i:i + 1], 6, ef=48), by_ef, i)
+
+
+def test_the_checked_path_answers_what_the_fast_path_does_not_take(data):
+    """Graph with exact=True, brute force, a budget, a list, a numpy int k, two rows, Lorentz input, points
+    added: each still answers (through the checked path) as its batch."""
+    X, Q = data
+    for config in (dict(algorithm="graph", exact=True), dict(algorithm="brute")):
+        index = hypann.HyperbolicIndex(random_state=0, verbose=False, **config).build(X)
+        assert index.algorithm_.search_coordinates(Q[:1], 1.0, 3) is None
+        batch = index.search(Q, 3)
+        _same(index.search(Q[2:3], 3), batch, 2)
+    index = hypann.HyperbolicIndex(algorithm="hkdtree", verbose=False).build(X)
+    batch = index.search(Q, 4)
+    _same(index.search(Q[2:3].tolist(), 4), batch, 2)
+    _same(index.search(Q[2:3], np.int64(4)), batch, 2)
+    two = index.search(Q[2:4], 4)
+    np.testing.assert_array_equal(two.indices, batch.indices[2:4])
+    _same(index.search(Q[2:3], 4, budget=10 ** 6), batch, 2)
+    index.add(Q[:1])
+    assert index.search(Q[:1], 1).indices[0, 0] == len(X)  # the added point itself
+    lorentz = hypann.HyperbolicIndex(algorithm="hkdtree", model="lorentz", verbose=False).build(
+        hypann.geometry.poincare_to_lorentz(X))
+    got = lorentz.search(hypann.geometry.poincare_to_lorentz(Q[2:3]), 4)
+    np.testing.assert_array_equal(got.indices[0], batch.indices[2])
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.floats(0.0, 37.0),
+    st.sampled_from([1.0, 0.25, 3.7]),
+    st.sampled_from([np.float64, np.float32]),
+    st.sampled_from(["graph", "hkdtree"]),
+    st.integers(1, 9),
+    st.integers(0, 2**32 - 1),
+)
+def test_one_query_near_the_boundary_answers_as_the_checked_path(hyperbolic_norm, c, dtype, algorithm, k, seed):
+    """From the origin to hyperbolic norm 37, any curvature and query dtype: the fast path's answer (or
+    error) is the checked path's, bit for bit; the checked path is a batch of the query twice."""
+    index = _boundary_index(algorithm, c)
+    rng = np.random.default_rng(seed)
+    u = rng.normal(size=5)
+    u /= np.linalg.norm(u)
+    q = (np.tanh(hyperbolic_norm / 2.0) * u / np.sqrt(c)).astype(dtype)[None, :]
+    try:
+        checked = index.search(np.repeat(q, 2, axis=0), k)
+    except ValueError as exc:  # rounded onto the boundary: the one-query call reports the same
+        with pytest.raises(ValueError, match=str(exc)[:40].replace("(", r"\(").replace("[", r"\[")):
+            index.search(q, k)
+        return
+    _same(index.search(q, k), checked, 0)
+
+
+_BOUNDARY_INDEXES = {}
+
+
+def _boundary_index(algorithm, c):
+    """An index over points from the origin to 1 - |x|^2 ~ 1e-12 (built once per algorithm and curvature)."""
+    key = (algorithm, c)
+    if key not in _BOUNDARY_INDEXES:
+        X = ball_points(np.random.default_rng(8), 800, 5, min_conformal=1e-12)
+        _BOUNDARY_INDEXES[key] = hypann.HyperbolicIndex(algorithm=algorithm, c=c, random_state=0,
+                                                         verbose=False).build(X / np.sqrt(c))
+    return _BOUNDARY_INDEXES[key]
+
+
+def test_a_graph_row_short_of_k_points_is_completed_by_the_checked_path():
+    """A graph whose search list cannot reach k points: the one-query call gives the batch's full row."""
+    rng = np.random.default_rng(2)
+    X = ball_points(rng, 40, 3)
+    index = hypann.HyperbolicIndex(algorithm="graph", ef=1, n_neighbors=1, max_degree=1, random_state=0,
+                                   verbose=False).build(X)
+    found = index.algorithm_.search_coordinates(X[:1], 1.0, 40)
+    assert found is not None and (found[0] < 0).any()  # the compiled search came back short
+    batch = index.search(X[:3], 40)
+    assert (batch.indices >= 0).all()
+    _same(index.search(X[:1], 40), batch, 0)
+
+
+def test_one_query_settings_errors_are_the_checked_paths():
+    index = hypann.HyperbolicIndex(algorithm="graph", random_state=0, verbose=False).build(
+        np.random.default_rng(0).uniform(-0.3, 0.3, (60, 3)))
+    q = np.array([[0.1, 0.0, 0.2]])
+    with pytest.raises(ValueError, match="ef must be"):
+        index.search(q, 2, ef=0)
+    with pytest.raises(ValueError, match="nprobe"):
+        index.search(q, 2, nprobe=3)
+    with pytest.raises(ValueError, match=r"k must be"):
+        index.search(q, 61)
+    with pytest.raises(ValueError, match=r"Q contains NaN or inf"):  # the query's problem first, as in a batch
+        index.search(np.array([[0.1, np.nan, 0.2]]), 2, ef=0)
+    with pytest.warns(DeprecationWarning, match="L is deprecated"):
+        one = index.search(q, 2, L=32)
+    _same(one, index.search(np.repeat(q, 2, axis=0), 2, ef=32), 0)

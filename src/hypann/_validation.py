@@ -148,7 +148,8 @@ def check_curvature(c):
     return value
 
 
-_FAST_DTYPES = (np.dtype(np.float64), np.dtype(np.float32))
+#: dtypes of the input checks' fast path for a few query rows (and of the index's one-query path)
+FAST_DTYPES = (np.dtype(np.float64), np.dtype(np.float32))
 
 
 def _reject_outside(name, outside, norms, what):
@@ -203,7 +204,7 @@ def check_points(x, *, name="X", model="poincare", c=1.0, dim=None, allow_empty=
     check_model(model)
     c = check_curvature(c)
     if (type(x) is np.ndarray and model == "poincare" and x.ndim == 2 and 0 < x.shape[0] <= SERIAL_MAX_QUERIES
-            and x.shape[1] > 0 and x.dtype in _FAST_DTYPES and (dim is None or x.shape[1] == dim)):
+            and x.shape[1] > 0 and x.dtype in FAST_DTYPES and (dim is None or x.shape[1] == dim)):
         # a query or two: one serial kernel; anything it finds wrong is reported by the full checks below
         points, conformal, worst = _kernels.few_points_conformal(x, c)
         if worst > 0.0:

@@ -461,8 +461,35 @@ class HyperbolicIndex:
             ``stats`` per query.
         """
         self._check_fitted()
+        if budget is None and oracle_params is None and self._one_plain_query(Q, k):
+            found = self._search_coordinates(Q, k, query_params)
+            if found is not None:
+                return found
         queries, q_conf = self._queries(Q)
         return self._search_validated(queries, q_conf, k, budget=budget, oracle_params=oracle_params, **query_params)
+
+    def _one_plain_query(self, Q, k):
+        """Whether ``search(Q, k)`` may take the one-query fast path: one Poincare row of the index's
+        dimension in a float64 or float32 array, a valid int ``k``, no point added or removed since the build."""
+        return (type(Q) is np.ndarray and Q.ndim == 2 and Q.shape[0] == 1 and Q.shape[1] == self.dim_
+                and Q.dtype in V.FAST_DTYPES and self.model == "poincare" and type(k) is int
+                and 1 <= k <= self.n_points_ and not self.live_.n_changes)
+
+    def _search_coordinates(self, Q, k, query_params):
+        """:meth:`search` of one plain query (:meth:`_one_plain_query`) in one compiled call of the algorithm
+        (``search_coordinates``): the checked path's answer, or ``None`` to take that path. It is taken
+        when the settings or the query have a problem (it reports them in its order) or when a graph
+        search came back short of ``k`` points (it completes the row)."""
+        try:
+            c = V.check_curvature(self.c)
+            _, params = check_search_options(self.algorithm, None, None, query_params)
+            params = self.algorithm_.check_query_params(**params)
+        except (TypeError, ValueError):
+            return None
+        found = self.algorithm_.search_coordinates(Q, c, k, **params)
+        if found is None or any_negative(found[0]):
+            return None
+        return self._result(*found)
 
     def _search_validated(self, queries, q_conf, k, *, budget=None, oracle_params=None, **query_params):
         """:meth:`search` for queries already in the index's representation (unit-curvature points)."""

@@ -187,6 +187,12 @@ class GraphSearch(SearchAlgorithm):
             samples = samples + tree_samples
         return ids, deltas, SearchStats.without_oracle(samples, 2 if self.exact else 1)
 
+    def search_coordinates(self, X, c, k, *, ef=None):
+        if self.exact:  # the kd-tree's re-check takes the checked path
+            return None
+        found = self.graph_.search_coordinates(X, c, k, ef=ef)
+        return None if found is None else (found.ids, found.deltas, SearchStats.without_oracle(found.samples, 1))
+
     def get_state(self):
         # the points are saved once: by the graph (leaf order) or the kd-tree (exact=True)
         state = self.graph_.to_arrays(include_points=self.owns_points and not self.exact)

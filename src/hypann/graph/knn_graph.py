@@ -146,8 +146,9 @@ import numpy as np
 from hypann import _progress as progress
 from hypann._runtime import SERIAL_MAX_QUERIES, VisitedMarks, release_freed_heap
 from hypann._validation import check_positive_int, check_real, check_stored_points, check_stored_queries, state_flag
-from hypann.geometry._kernels import (delta4_below, delta_row, delta_row_below, gather_points_in_place,
-                                      gather_rows_in_place, insert_sorted, inverse_permutation, sq_dist_row)
+from hypann.geometry._kernels import (delta4_below, delta_row, delta_row_below, few_points_conformal,
+                                      gather_points_in_place, gather_rows_in_place, insert_sorted,
+                                      inverse_permutation, sq_dist_row)
 from hypann.geometry.gram_scan import knn_delta_scan
 from hypann.graph.partition_tree import build_forest, build_tree, forest_index_dtype, mix_seed, split_key, splitmix64
 from hypann.graph.vamana import GraphSearchResult, _list_offer
@@ -1062,6 +1063,29 @@ def _search_serial(points, conf, nbrs, pivots, thresholds, children, ranges, ord
     return out_i, out_d, samples
 
 
+@nb.njit(cache=True)
+def _search_coordinates(points, conf, nbrs, pivots, thresholds, children, ranges, order, leaf_order, n_seeds,
+                        pivot_node_size, X, c, k, ef, seen, tag):
+    """One query given by its coordinates ``X`` (1, d) in curvature ``-c``: its input check and its search in one call.
+
+    ``few_points_conformal`` (the input check's kernel) makes the unit-ball
+    point and its conformal factor; when they are valid (``worst > 0``) the
+    query is searched as :func:`_search_serial` searches it, with tag ``tag``.
+    Returns ``(ids, deltas, samples, valid)``; nothing is searched when
+    ``valid`` is False.
+    """
+    queries, q_conf, worst = few_points_conformal(X, c)
+    out_d = np.full((1, k), np.inf)
+    out_i = np.full((1, k), -1, dtype=np.int64)
+    samples = np.zeros(1, dtype=np.int64)
+    valid = worst > 0.0
+    if valid:
+        _search_range(points, conf, nbrs, pivots, thresholds, children, ranges, order, leaf_order, n_seeds,
+                      pivot_node_size, queries, q_conf, ef, np.full(1, _NO_BUDGET), np.full(1, -1), 0, 1, seen, tag,
+                      out_i, out_d, samples)
+    return out_i, out_d, samples, valid
+
+
 # --------------------------------------------------------------------------- calibration
 
 
@@ -1296,6 +1320,19 @@ class HyperbolicGraphIndex:
         inverse = inverse_permutation(order)
         return self.points_[inverse], self.conformal_[inverse]
 
+    def _structure(self):
+        """The arrays and settings the search kernels take first, in their order."""
+        return (self.points_, self.conformal_, self.neighbors_, self.tree_pivots_, self.tree_thresholds_,
+                self.tree_children_, self.tree_ranges_, self.tree_order_, self.in_leaf_order_, self.leaf_size,
+                PIVOT_SEED_LEAVES * self.leaf_size)
+
+    def _visited_marks(self):
+        """The searches' visited marks (made on the first search; scratch, not part of the state)."""
+        marks = self.__dict__.get("_marks")
+        if marks is None:
+            marks = self.__dict__.setdefault("_marks", VisitedMarks(self.n_points_))
+        return marks
+
     def _run(self, queries, q_conformal, k, ef, budget, exclude):
         m = queries.shape[0]
         if budget is None and exclude is None and m <= SERIAL_MAX_QUERIES:  # the kernels only read them
@@ -1303,12 +1340,8 @@ class HyperbolicGraphIndex:
         else:
             b = np.full(m, _NO_BUDGET if budget is None else budget, dtype=np.int64)
             ex = np.full(m, -1, dtype=np.int64) if exclude is None else np.ascontiguousarray(exclude, dtype=np.int64)
-        structure = (self.points_, self.conformal_, self.neighbors_, self.tree_pivots_, self.tree_thresholds_,
-                     self.tree_children_, self.tree_ranges_, self.tree_order_, self.in_leaf_order_, self.leaf_size,
-                     PIVOT_SEED_LEAVES * self.leaf_size)
-        marks = self.__dict__.get("_marks")
-        if marks is None:  # made on the first search; scratch, not part of the state
-            marks = self.__dict__.setdefault("_marks", VisitedMarks(self.n_points_))
+        structure = self._structure()
+        marks = self._visited_marks()
         threads = nb.get_num_threads() if m > SERIAL_MAX_QUERIES else 1
         seen, tag0 = marks.take(m, threads)
         try:
@@ -1357,6 +1390,40 @@ class HyperbolicGraphIndex:
         queries, q_conformal = check_stored_queries(queries, q_conformal, self.dim_)
         ids, deltas, samples = self._run(queries, q_conformal, k, ef, budget, None)
         return GraphSearchResult(ids, deltas, samples)
+
+    def search_coordinates(self, X, c, k, *, ef=None):
+        """One query given by its coordinates, checked and searched in one compiled call.
+
+        The fast path of a one-query call (:meth:`hypann.HyperbolicIndex.search`):
+        the same answer as :func:`hypann._validation.check_points` followed by
+        :meth:`search`, without the layers between them.
+
+        Parameters
+        ----------
+        X : ndarray of shape (1, d), float64 or float32
+            The query in the ball of curvature ``-c`` (``d`` = :attr:`dim_`).
+        c : float
+            Curvature magnitude of ``X`` (already checked).
+        k : int
+            Neighbours (already checked: ``1 <= k``).
+        ef : int, optional
+            Search list size (already checked); default ``ef_``.
+
+        Returns
+        -------
+        GraphSearchResult or None
+            ``None`` when ``X`` is not a valid point (not finite, or not inside
+            the ball): the checked path reports what is wrong.
+        """
+        self._check_fitted()
+        ef = self.ef_ if ef is None else ef
+        marks = self._visited_marks()
+        seen, tag = marks.take(1)
+        try:
+            ids, deltas, samples, valid = _search_coordinates(*self._structure(), X, c, k, max(ef, k), seen[0], tag)
+        finally:
+            marks.give(seen, tag + 1)
+        return GraphSearchResult(ids, deltas, samples) if valid else None
 
     # -- state ------------------------------------------------------------
     def __getstate__(self):

@@ -188,6 +188,9 @@ class AutoSearch(SearchAlgorithm):
     def search(self, queries, q_conformal, k, *, budget=None, **params):
         return self.chosen_.search(queries, q_conformal, k, budget=budget, **params)
 
+    def search_coordinates(self, X, c, k, **params):
+        return self.chosen_.search_coordinates(X, c, k, **params)
+
     def search_radius(self, queries, q_conformal, delta_limits, **params):
         return self.chosen_.search_radius(queries, q_conformal, delta_limits, **params)
 

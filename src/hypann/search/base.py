@@ -115,6 +115,20 @@ class SearchAlgorithm:
         """Returns ``(ids (m,k) int64, deltas (m,k) float64, SearchStats)``."""
         raise NotImplementedError(f"{type(self).__name__} must implement search")
 
+    def search_coordinates(self, X, c, k, **params):
+        """One query given by its coordinates ``X`` (1, d) in curvature ``-c``, checked and searched in one
+        compiled call: :meth:`search`'s answer for the checked query, or ``None``.
+
+        The fast path of :meth:`hypann.HyperbolicIndex.search` for one query
+        (float64 or float32 ``X`` of the index's dimension, ``k`` and
+        ``params`` already checked, no budget, no points added or removed).
+        ``None``: this algorithm has no such path, or ``X`` is not a valid
+        point; the index then takes the checked path (which reports what is
+        wrong). An implementation must give :meth:`search`'s ids, deltas and
+        counters bit for bit.
+        """
+        return None
+
     #: whether :meth:`search_radius` is exact (False: not offered)
     supports_radius = False
 

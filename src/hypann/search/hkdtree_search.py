@@ -76,6 +76,10 @@ class HyperbolicKDTreeSearch(SearchAlgorithm):
         ids, deltas, samples = self.tree_.search_exact(queries, q_conformal, k, budget=budget, removed=removed)
         return ids, deltas, SearchStats.without_oracle(samples, 1)
 
+    def search_coordinates(self, X, c, k):
+        found = self.tree_.search_coordinates(X, c, k)
+        return None if found is None else (found.ids, found.deltas, SearchStats.without_oracle(found.samples, 1))
+
     supports_radius = True
 
     def search_radius(self, queries, q_conformal, delta_limits, *, removed=None):

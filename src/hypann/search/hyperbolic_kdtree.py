@@ -103,8 +103,8 @@ from hypann._validation import (
 )
 from hypann.geometry import _kernels
 from hypann.geometry._kernels import (ABANDON_STRIDE, LANES_MIN_DIM, delta4_below, delta_lanes_below, delta_row,
-                                      delta_within, gather_points_in_place, insert_sorted, insert_sorted_unique,
-                                      inverse_permutation, lanes_shrink, sq_dist_row)
+                                      delta_within, few_points_conformal, gather_points_in_place, insert_sorted,
+                                      insert_sorted_unique, inverse_permutation, lanes_shrink, sq_dist_row)
 from hypann.oracles.base import EuclideanNeighbors, EuclideanOracle
 from hypann.oracles.registry import register_oracle
 
@@ -734,6 +734,28 @@ def _search_exact_serial(pts, conf, perm, lo, hi, left, right, start, end, max_c
 
 
 @nb.njit(cache=True)
+def _search_exact_coordinates(pts, conf, perm, lo, hi, left, right, start, end, max_conf, X, c, k):
+    """One query given by its coordinates ``X`` (1, d) in curvature ``-c``: its input check and its exact search in
+    one call.
+
+    ``few_points_conformal`` (the input check's kernel) makes the unit-ball
+    point and its conformal factor; when they are valid (``worst > 0``) the
+    query is searched as :func:`_search_exact_serial` searches it without a
+    budget, seeds or removed points. Returns ``(ids, deltas, samples,
+    valid)``; nothing is searched when ``valid`` is False.
+    """
+    queries, q_conf, worst = few_points_conformal(X, c)
+    out_d = np.full((1, k), np.inf)
+    out_i = np.full((1, k), -1, dtype=np.int64)
+    samples = np.zeros(1, dtype=np.int64)
+    valid = worst > 0.0
+    if valid:
+        samples[0] = _search_exact_one(pts, conf, perm, lo, hi, left, right, start, end, max_conf, queries[0],
+                                       q_conf[0], _NO_BUDGET, out_d[0], out_i[0], False, np.empty(0, dtype=np.uint8))
+    return out_i, out_d, samples, valid
+
+
+@nb.njit(cache=True)
 def _seed_lists_fill(pts, conf, perm, queries, q_conf, rows, out_i, out_d):
     """Fill each query's top-k lists with its distinct seed points, by true ``delta``.
 
@@ -1303,6 +1325,35 @@ class HyperbolicKDTree:
             out_i, out_d, seeded, self._alive(removed),
         )
         return KNNResult(out_i, out_d, samples)
+
+    def search_coordinates(self, X, c, k) -> KNNResult | None:
+        """One query given by its coordinates, checked and searched exactly in one compiled call.
+
+        The fast path of a one-query call (:meth:`hypann.HyperbolicIndex.search`):
+        the same answer as :func:`hypann._validation.check_points` followed by
+        :meth:`search_exact` (no budget, seeds or removed points), without the
+        layers between them.
+
+        Parameters
+        ----------
+        X : ndarray of shape (1, d), float64 or float32
+            The query in the ball of curvature ``-c`` (``d`` = :attr:`dim_`).
+        c : float
+            Curvature magnitude of ``X`` (already checked).
+        k : int
+            Neighbours (already checked: ``1 <= k``).
+
+        Returns
+        -------
+        KNNResult or None
+            ``None`` when ``X`` is not a valid point (not finite, or not inside
+            the ball): the checked path reports what is wrong.
+        """
+        self._check_fitted()
+        ids, deltas, samples, valid = _search_exact_coordinates(
+            self.points_, self.conformal_, self.indices_, self.lo_, self.hi_, self.left_, self.right_, self.start_,
+            self.end_, self.max_conformal_, X, c, k)
+        return KNNResult(ids, deltas, samples) if valid else None
 
     def _alive(self, removed):
         """Per tree position: 1 for points to consider; empty when none is removed."""
