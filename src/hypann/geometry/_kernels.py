@@ -156,6 +156,23 @@ def few_points_conformal(X, c):
 
 
 @nb.njit(cache=True, inline="always")
+def one_query_start(X, c, k):
+    """The first step of a one-query search kernel (``search_coordinates``): the input check of the row ``X``
+    (1, d) in curvature ``-c`` and the empty answer.
+
+    Returns ``(query, q_conformal, out_i, out_d, samples, valid)``: the
+    unit-ball point and its conformal factor (:func:`few_points_conformal`),
+    result lists of shape (1, ``k``) holding ``-1`` / ``inf``, a samples
+    counter of shape (1,), and whether ``X`` is a valid point (``worst > 0``;
+    the kernel then searches nothing).
+    """
+    query, q_conformal, worst = few_points_conformal(X, c)
+    out_i = np.full((1, k), -1, dtype=np.int64)
+    out_d = np.full((1, k), np.inf)
+    return query, q_conformal, out_i, out_d, np.zeros(1, dtype=np.int64), worst > 0.0
+
+
+@nb.njit(cache=True, inline="always")
 def sq_dist_row(q, x):
     """``|q - x|^2`` from explicit differences, in float64 also for float32 rows (float32 storage)."""
     return _sq_dist_rest(q, x, 0.0, 0)

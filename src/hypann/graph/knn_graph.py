@@ -146,9 +146,9 @@ import numpy as np
 from hypann import _progress as progress
 from hypann._runtime import SERIAL_MAX_QUERIES, VisitedMarks, release_freed_heap
 from hypann._validation import check_positive_int, check_real, check_stored_points, check_stored_queries, state_flag
-from hypann.geometry._kernels import (delta4_below, delta_row, delta_row_below, few_points_conformal,
-                                      gather_points_in_place, gather_rows_in_place, insert_sorted,
-                                      inverse_permutation, sq_dist_row)
+from hypann.geometry._kernels import (delta4_below, delta_row, delta_row_below, gather_points_in_place,
+                                      gather_rows_in_place, insert_sorted, inverse_permutation, one_query_start,
+                                      sq_dist_row)
 from hypann.geometry.gram_scan import knn_delta_scan
 from hypann.graph.partition_tree import build_forest, build_tree, forest_index_dtype, mix_seed, split_key, splitmix64
 from hypann.graph.vamana import GraphSearchResult, _list_offer
@@ -1066,19 +1066,10 @@ def _search_serial(points, conf, nbrs, pivots, thresholds, children, ranges, ord
 @nb.njit(cache=True)
 def _search_coordinates(points, conf, nbrs, pivots, thresholds, children, ranges, order, leaf_order, n_seeds,
                         pivot_node_size, X, c, k, ef, seen, tag):
-    """One query given by its coordinates ``X`` (1, d) in curvature ``-c``: its input check and its search in one call.
-
-    ``few_points_conformal`` (the input check's kernel) makes the unit-ball
-    point and its conformal factor; when they are valid (``worst > 0``) the
-    query is searched as :func:`_search_serial` searches it, with tag ``tag``.
-    Returns ``(ids, deltas, samples, valid)``; nothing is searched when
-    ``valid`` is False.
-    """
-    queries, q_conf, worst = few_points_conformal(X, c)
-    out_d = np.full((1, k), np.inf)
-    out_i = np.full((1, k), -1, dtype=np.int64)
-    samples = np.zeros(1, dtype=np.int64)
-    valid = worst > 0.0
+    """One query given by its coordinates ``X`` (1, d) in curvature ``-c``: its input check
+    (:func:`~hypann.geometry._kernels.one_query_start`) and, when it is a valid point, its search as
+    :func:`_search_serial` does it, with tag ``tag``. Returns ``(ids, deltas, samples, valid)``."""
+    queries, q_conf, out_i, out_d, samples, valid = one_query_start(X, c, k)
     if valid:
         _search_range(points, conf, nbrs, pivots, thresholds, children, ranges, order, leaf_order, n_seeds,
                       pivot_node_size, queries, q_conf, ef, np.full(1, _NO_BUDGET), np.full(1, -1), 0, 1, seen, tag,
@@ -1392,28 +1383,13 @@ class HyperbolicGraphIndex:
         return GraphSearchResult(ids, deltas, samples)
 
     def search_coordinates(self, X, c, k, *, ef=None):
-        """One query given by its coordinates, checked and searched in one compiled call.
+        """:meth:`search` of one query given by its coordinates ``X`` (1, d) in curvature ``-c``, checked and
+        searched in one compiled call; ``None`` when ``X`` is not a valid point.
 
-        The fast path of a one-query call (:meth:`hypann.HyperbolicIndex.search`):
-        the same answer as :func:`hypann._validation.check_points` followed by
-        :meth:`search`, without the layers between them.
-
-        Parameters
-        ----------
-        X : ndarray of shape (1, d), float64 or float32
-            The query in the ball of curvature ``-c`` (``d`` = :attr:`dim_`).
-        c : float
-            Curvature magnitude of ``X`` (already checked).
-        k : int
-            Neighbours (already checked: ``1 <= k``).
-        ef : int, optional
-            Search list size (already checked); default ``ef_``.
-
-        Returns
-        -------
-        GraphSearchResult or None
-            ``None`` when ``X`` is not a valid point (not finite, or not inside
-            the ball): the checked path reports what is wrong.
+        The one-query path of :meth:`hypann.HyperbolicIndex.search` (see
+        :meth:`hypann.search.hyperbolic_kdtree.HyperbolicKDTree.search_coordinates`
+        for ``X``, ``c`` and ``k``). ``ef``: the search list size (already
+        checked), default ``ef_``.
         """
         self._check_fitted()
         ef = self.ef_ if ef is None else ef

@@ -103,8 +103,8 @@ from hypann._validation import (
 )
 from hypann.geometry import _kernels
 from hypann.geometry._kernels import (ABANDON_STRIDE, LANES_MIN_DIM, delta4_below, delta_lanes_below, delta_row,
-                                      delta_within, few_points_conformal, gather_points_in_place, insert_sorted,
-                                      insert_sorted_unique, inverse_permutation, lanes_shrink, sq_dist_row)
+                                      delta_within, gather_points_in_place, insert_sorted, insert_sorted_unique,
+                                      inverse_permutation, lanes_shrink, one_query_start, sq_dist_row)
 from hypann.oracles.base import EuclideanNeighbors, EuclideanOracle
 from hypann.oracles.registry import register_oracle
 
@@ -735,20 +735,11 @@ def _search_exact_serial(pts, conf, perm, lo, hi, left, right, start, end, max_c
 
 @nb.njit(cache=True)
 def _search_exact_coordinates(pts, conf, perm, lo, hi, left, right, start, end, max_conf, X, c, k):
-    """One query given by its coordinates ``X`` (1, d) in curvature ``-c``: its input check and its exact search in
-    one call.
-
-    ``few_points_conformal`` (the input check's kernel) makes the unit-ball
-    point and its conformal factor; when they are valid (``worst > 0``) the
-    query is searched as :func:`_search_exact_serial` searches it without a
-    budget, seeds or removed points. Returns ``(ids, deltas, samples,
-    valid)``; nothing is searched when ``valid`` is False.
-    """
-    queries, q_conf, worst = few_points_conformal(X, c)
-    out_d = np.full((1, k), np.inf)
-    out_i = np.full((1, k), -1, dtype=np.int64)
-    samples = np.zeros(1, dtype=np.int64)
-    valid = worst > 0.0
+    """One query given by its coordinates ``X`` (1, d) in curvature ``-c``: its input check
+    (:func:`~hypann.geometry._kernels.one_query_start`) and, when it is a valid point, its exact search as
+    :func:`_search_exact_serial` does it without a budget, seeds or removed points. Returns ``(ids, deltas,
+    samples, valid)``."""
+    queries, q_conf, out_i, out_d, samples, valid = one_query_start(X, c, k)
     if valid:
         samples[0] = _search_exact_one(pts, conf, perm, lo, hi, left, right, start, end, max_conf, queries[0],
                                        q_conf[0], _NO_BUDGET, out_d[0], out_i[0], False, np.empty(0, dtype=np.uint8))
