@@ -458,3 +458,28 @@ def test_one_query_settings_errors_are_the_checked_paths():
     with pytest.warns(DeprecationWarning, match="L is deprecated"):
         one = index.search(q, 2, L=32)
     _same(one, index.search(np.repeat(q, 2, axis=0), 2, ef=32), 0)
+
+
+def test_the_structures_one_query_calls_check_their_arguments(data):
+    """``search_coordinates`` of the kd-tree and the graph, called directly: a wrong shape, dtype, ``k``
+    or ``ef`` is an error before any kernel runs, a row outside the ball gives ``None``."""
+    from hypann.graph import HyperbolicGraphIndex
+
+    X, Q = data
+    conformal = _kernels.conformal_factor(X)
+    tree = HyperbolicKDTree(leaf_size=8).build(X.copy(), conformal.copy())
+    graph = HyperbolicGraphIndex(random_state=0).build(X.copy(), conformal.copy())
+    for structure in (tree, graph):
+        found = structure.search_coordinates(Q[:1], 1.0, 4)
+        assert found.ids.shape == (1, 4) and (found.ids >= 0).all()
+        for bad in (Q[:2], Q[:1, :3], Q[0], Q[:1].astype(np.float16), Q[:1].tolist(), np.zeros((1, 7))):
+            with pytest.raises(ValueError, match=r"X must be a float64 or float32 numpy array of shape \(1, 5\)"):
+                structure.search_coordinates(bad, 1.0, 4)
+        with pytest.raises(ValueError, match="k must be"):
+            structure.search_coordinates(Q[:1], 1.0, 0)
+        with pytest.raises(ValueError, match="curvature c must be"):
+            structure.search_coordinates(Q[:1], -1.0, 4)
+        assert structure.search_coordinates(np.full((1, 5), 0.5), 1.0, 4) is None
+        assert structure.search_coordinates(np.array([[0.1, np.nan, 0, 0, 0]]), 1.0, 4) is None
+    with pytest.raises(ValueError, match="ef must be"):
+        graph.search_coordinates(Q[:1], 1.0, 4, ef=0)

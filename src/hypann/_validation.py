@@ -419,6 +419,21 @@ def check_stored_queries(queries, q_conformal, dim):
     return queries, q_conformal
 
 
+def check_query_coordinates(X, dim, k, c):
+    """``(k, c)`` checked for a one-query kernel (``search_coordinates`` of the search structures), which
+    takes the query's raw coordinates ``X``: a float64 or float32 numpy array of shape (1, ``dim``).
+
+    Only the shape and type: the kernel itself checks that the row is a
+    valid point (``few_points_conformal``).
+    """
+    if type(X) is not np.ndarray or X.shape != (1, dim) or X.dtype not in FAST_DTYPES:
+        shape = getattr(X, "shape", None)
+        raise ValueError(f"X must be a float64 or float32 numpy array of shape (1, {dim}), got "
+                         f"{type(X).__name__} of shape {shape} and dtype {getattr(X, 'dtype', None)}")
+    k = k if type(k) is int and k >= 1 else check_positive_int(k, "k")
+    return k, check_curvature(c)
+
+
 # --------------------------------------------------------------------------- stored state
 # Arrays read back from a file (``from_arrays`` of the search structures) are
 # untrusted: these helpers check names, dtypes and shapes before any kernel sees

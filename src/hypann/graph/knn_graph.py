@@ -145,7 +145,8 @@ import numpy as np
 
 from hypann import _progress as progress
 from hypann._runtime import SERIAL_MAX_QUERIES, VisitedMarks, release_freed_heap
-from hypann._validation import check_positive_int, check_real, check_stored_points, check_stored_queries, state_flag
+from hypann._validation import (check_positive_int, check_query_coordinates, check_real, check_stored_points,
+                                check_stored_queries, state_flag)
 from hypann.geometry._kernels import (delta4_below, delta_row, delta_row_below, gather_points_in_place,
                                       gather_rows_in_place, insert_sorted, inverse_permutation, one_query_start,
                                       sq_dist_row)
@@ -1388,11 +1389,12 @@ class HyperbolicGraphIndex:
 
         The one-query path of :meth:`hypann.HyperbolicIndex.search` (see
         :meth:`hypann.search.hyperbolic_kdtree.HyperbolicKDTree.search_coordinates`
-        for ``X``, ``c`` and ``k``). ``ef``: the search list size (already
-        checked), default ``ef_``.
+        for ``X``, ``c`` and ``k``). ``ef``: the search list size, default
+        ``ef_``.
         """
         self._check_fitted()
-        ef = self.ef_ if ef is None else ef
+        k, c = check_query_coordinates(X, self.dim_, k, c)
+        ef = self.ef_ if ef is None else check_positive_int(ef, "ef")
         marks = self._visited_marks()
         seen, tag = marks.take(1)
         try:

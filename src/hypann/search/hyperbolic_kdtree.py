@@ -93,6 +93,7 @@ from hypann._params import Param
 from hypann._runtime import SERIAL_MAX_QUERIES, filled
 from hypann._validation import (
     check_positive_int,
+    check_query_coordinates,
     check_state_array,
     check_state_fields,
     check_stored_points,
@@ -1330,9 +1331,9 @@ class HyperbolicKDTree:
         X : ndarray of shape (1, d), float64 or float32
             The query in the ball of curvature ``-c`` (``d`` = :attr:`dim_`).
         c : float
-            Curvature magnitude of ``X`` (already checked).
+            Curvature magnitude of ``X``.
         k : int
-            Neighbours (already checked: ``1 <= k``).
+            Neighbours.
 
         Returns
         -------
@@ -1341,6 +1342,7 @@ class HyperbolicKDTree:
             the ball): the checked path reports what is wrong.
         """
         self._check_fitted()
+        k, c = check_query_coordinates(X, self.dim_, k, c)
         ids, deltas, samples, valid = _search_exact_coordinates(
             self.points_, self.conformal_, self.indices_, self.lo_, self.hi_, self.left_, self.right_, self.start_,
             self.end_, self.max_conformal_, X, c, k)
