@@ -423,8 +423,8 @@ def check_query_coordinates(X, dim, k, c):
     """``(k, c)`` checked for a one-query kernel (``search_coordinates`` of the search structures), which
     takes the query's raw coordinates ``X``: a float64 or float32 numpy array of shape (1, ``dim``).
 
-    Only the shape and type: the kernel itself checks that the row is a
-    valid point (``few_points_conformal``).
+    ``X`` is checked for its type, shape and dtype only: the kernel itself
+    checks that the row is a valid point (``few_points_conformal``).
     """
     if type(X) is not np.ndarray or X.shape != (1, dim) or X.dtype not in FAST_DTYPES:
         shape = getattr(X, "shape", None)
