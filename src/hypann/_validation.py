@@ -148,8 +148,15 @@ def check_curvature(c):
     return value
 
 
-#: dtypes of the input checks' fast path for a few query rows (and of the index's one-query path)
-FAST_DTYPES = (np.dtype(np.float64), np.dtype(np.float32))
+_FAST_DTYPES = (np.dtype(np.float64), np.dtype(np.float32))
+
+
+def plain_rows(x, *, model="poincare", dim=None, max_rows=SERIAL_MAX_QUERIES):
+    """Whether ``x`` is 1 to ``max_rows`` Poincare rows (of ``dim`` coordinates when given) in a float64 or
+    float32 numpy array: the input the serial fast paths take (the input check's
+    ``few_points_conformal`` and the one-query kernels); anything else goes through the full checks."""
+    return (type(x) is np.ndarray and model == "poincare" and x.ndim == 2 and 0 < x.shape[0] <= max_rows
+            and x.shape[1] > 0 and x.dtype in _FAST_DTYPES and (dim is None or x.shape[1] == dim))
 
 
 def _reject_outside(name, outside, norms, what):
@@ -203,8 +210,7 @@ def check_points(x, *, name="X", model="poincare", c=1.0, dim=None, allow_empty=
     """
     check_model(model)
     c = check_curvature(c)
-    if (type(x) is np.ndarray and model == "poincare" and x.ndim == 2 and 0 < x.shape[0] <= SERIAL_MAX_QUERIES
-            and x.shape[1] > 0 and x.dtype in FAST_DTYPES and (dim is None or x.shape[1] == dim)):
+    if plain_rows(x, model=model, dim=dim):
         # a query or two: one serial kernel; anything it finds wrong is reported by the full checks below
         points, conformal, worst = _kernels.few_points_conformal(x, c)
         if worst > 0.0:
@@ -426,7 +432,7 @@ def check_query_coordinates(X, dim, k, c):
     ``X`` is checked for its type, shape and dtype only: the kernel itself
     checks that the row is a valid point (``few_points_conformal``).
     """
-    if type(X) is not np.ndarray or X.shape != (1, dim) or X.dtype not in FAST_DTYPES:
+    if not plain_rows(X, dim=dim, max_rows=1):
         shape = getattr(X, "shape", None)
         raise ValueError(f"X must be a float64 or float32 numpy array of shape (1, {dim}), got "
                          f"{type(X).__name__} of shape {shape} and dtype {getattr(X, 'dtype', None)}")

@@ -471,8 +471,7 @@ class HyperbolicIndex:
     def _one_plain_query(self, Q, k):
         """Whether ``search(Q, k)`` may take the one-query fast path: one Poincare row of the index's
         dimension in a float64 or float32 array, a valid int ``k``, no point added or removed since the build."""
-        return (type(Q) is np.ndarray and Q.ndim == 2 and Q.shape[0] == 1 and Q.shape[1] == self.dim_
-                and Q.dtype in V.FAST_DTYPES and self.model == "poincare" and type(k) is int
+        return (V.plain_rows(Q, model=self.model, dim=self.dim_, max_rows=1) and type(k) is int
                 and 1 <= k <= self.n_points_ and not self.live_.n_changes)
 
     def _search_coordinates(self, Q, k, query_params):
