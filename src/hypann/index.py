@@ -480,12 +480,11 @@ class HyperbolicIndex:
         when the settings or the query have a problem (it reports them in its order) or when a graph
         search came back short of ``k`` points (it completes the row)."""
         try:
-            c = V.check_curvature(self.c)
             _, params = check_search_options(self.algorithm, None, None, query_params)
             params = self.algorithm_.check_query_params(**params)
         except (TypeError, ValueError):
             return None
-        found = self.algorithm_.search_coordinates(Q, c, k, **params)
+        found = self.algorithm_.search_coordinates(Q, self.c, k, **params)  # the structures check c
         if found is None or any_negative(found[0]):
             return None
         return self._result(*found)
