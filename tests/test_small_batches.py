@@ -252,14 +252,19 @@ def test_one_query_per_call_counts_rounds_like_the_batch(data):
 
 
 def test_graph_one_query_calls_leave_the_shared_no_budget_rows_alone(data):
-    """A one-query graph search without budget passes module-level rows to the kernel; it must only read them."""
+    """A one-query graph search without budget passes module-level rows to the kernel; it must only read them.
+
+    The graph's own ``search`` is called: the index's one-query calls take ``search_coordinates``, which
+    does not use those rows."""
     from hypann.graph import knn_graph
 
     X, Q = data
     index = hypann.HyperbolicIndex(algorithm="graph", random_state=0, verbose=False).build(X)
+    graph = index.algorithm_.graph_
+    q_conformal = _kernels.conformal_factor(Q)
     for i in range(len(Q)):
-        index.search(Q[i:i + 1], 5)
-    index.search(Q[:1], 5, budget=30)
+        graph.search(Q[i:i + 1], q_conformal[i:i + 1], 5)
+    graph.search(Q[:1], q_conformal[:1], 5, budget=30)
     assert np.all(knn_graph._NO_BUDGETS == np.iinfo(np.int64).max)
     assert np.all(knn_graph._NO_EXCLUDES == -1)
 
