@@ -95,7 +95,7 @@ def test_graph_reuses_its_visited_marks_without_mixing_queries(data):
         got = list(pool.map(lambda i: index.search(Q[i:i + 1], 10), list(range(len(Q))) * 4))
     for j, one in enumerate(got):
         _same(one, batch, j % len(Q))
-    again = pickle.loads(pickle.dumps(index))  # the marks (with their lock) are not part of the state
+    again = pickle.loads(pickle.dumps(index))  # the marks are scratch, not part of the state
     _same(again.search(Q[:1], 10), batch, 0)
 
 
@@ -126,9 +126,11 @@ def test_graph_search_restarts_the_tags_when_they_run_out(data, batch_rows):
     index = hypann.HyperbolicIndex(algorithm="graph", random_state=0, verbose=False).build(X)
     batch = index.search(Q, 10)
     graph = index.algorithm_.graph_
-    for seen, _ in list(graph._marks._free):  # as if every tag had been used on every point
-        seen[:] = VisitedMarks.TAG_MAX
-    graph._marks._free = [(seen, VisitedMarks.TAG_MAX) for seen, _ in graph._marks._free]
+    for stack in graph._marks._free.values():  # as if every tag had been used on every point
+        for seen, _ in stack:
+            seen[:] = VisitedMarks.TAG_MAX
+        stack[:] = [(seen, VisitedMarks.TAG_MAX) for seen, _ in stack]
+    assert graph._marks._free
     got = index.search(Q[:batch_rows], 10)
     for i in range(batch_rows):
         _same(index.search(Q[i:i + 1], 10), batch, i)

@@ -14,7 +14,6 @@ import ctypes.util
 import functools
 import logging
 import os
-import threading
 from contextlib import contextmanager
 from numbers import Integral
 
@@ -39,6 +38,16 @@ def filled(shape, value, dtype=np.float64):
     out = np.empty(shape, dtype=dtype)
     out.fill(value)
     return out
+
+
+def one_query_arrays(k):
+    """Uninitialised ``(ids, deltas, samples)`` of one query: (1, k) int64, (1, k) float64, (1,) int64.
+
+    The answer arrays of a one-query kernel (``search_coordinates``), which
+    fills them: three ``np.empty`` here cost less than three arrays returned
+    (boxed) from compiled code.
+    """
+    return np.empty((1, k), dtype=np.int64), np.empty((1, k)), np.empty(1, dtype=np.int64)
 
 
 @functools.cache
@@ -156,9 +165,13 @@ class VisitedMarks:
     made and again only when its int32 tags run out (every ~2 billion
     queries): a search costs what it visits, not an ``O(n)`` fill per query
     or per chunk of queries. Each caller takes a block for its search and
-    gives it back (a lock guards the free list), so concurrent searches never
-    share one. The blocks kept are those in use at the same time: ``4 rows n``
-    bytes each (``rows``: the caller's threads).
+    gives it back, so concurrent searches never share one: the free blocks
+    of each height sit in a list, and ``list.pop`` and ``list.append`` are
+    atomic (the GIL; a per-object lock in free-threaded Python), so no block
+    is handed out twice without a lock of our own (a lock took a third of
+    a microsecond per use, on every one-query call). The blocks kept are
+    those in use at the same time: ``4 rows n`` bytes each (``rows``: the
+    caller's threads).
     """
 
     #: largest tag an int32 row holds
@@ -166,27 +179,21 @@ class VisitedMarks:
 
     def __init__(self, n):
         self.n = int(n)
-        self._free = []
-        self._lock = threading.Lock()
+        self._free = {}  # rows -> [(block, first unused tag), ...]
 
     def take(self, count, rows=1):
         """``(seen, first_tag)``: a ``(rows, n)`` block and ``count`` consecutive tags unused on every row."""
         if not 0 <= count < self.TAG_MAX:
             raise ValueError(f"count must be in [0, {self.TAG_MAX}), got {count}")
-        seen, first = None, 1
-        with self._lock:
-            for pos, (block, _) in enumerate(self._free):
-                if block.shape[0] == rows:
-                    seen, first = self._free.pop(pos)
-                    break
-        if seen is None:
-            seen = np.zeros((rows, self.n), dtype=np.int32)
-        elif first + count > self.TAG_MAX:  # tags used up: start over on a cleared block
+        try:
+            seen, first = self._free[rows].pop()
+        except (KeyError, IndexError):  # no block of this height yet, or all are in use
+            return np.zeros((rows, self.n), dtype=np.int32), 1
+        if first + count > self.TAG_MAX:  # tags used up: start over on a cleared block
             seen[:] = 0
             first = 1
         return seen, first
 
     def give(self, seen, next_tag):
         """Return ``seen``; ``next_tag``: the first tag its last search did not use."""
-        with self._lock:
-            self._free.append((seen, int(next_tag)))
+        self._free.setdefault(seen.shape[0], []).append((seen, int(next_tag)))

@@ -156,20 +156,22 @@ def few_points_conformal(X, c):
 
 
 @nb.njit(cache=True, inline="always")
-def one_query_start(X, c, k):
+def one_query_start(X, c, out_i, out_d, samples):
     """The first step of a one-query search kernel (``search_coordinates``): the input check of the row ``X``
-    (1, d) in curvature ``-c`` and the empty answer.
+    (1, d) in curvature ``-c`` and the empty answer in the caller's arrays.
 
-    Returns ``(query, q_conformal, out_i, out_d, samples, valid)``: the
-    unit-ball point and its conformal factor (:func:`few_points_conformal`),
-    result lists of shape (1, ``k``) holding ``-1`` / ``inf``, a samples
-    counter of shape (1,), and whether ``X`` is a valid point (``worst > 0``;
-    the kernel then searches nothing).
+    Fills ``out_i`` (1, k) with ``-1``, ``out_d`` (1, k) with ``inf`` and
+    ``samples`` (1,) with 0 (the caller allocates them: numpy arrays made by
+    the caller cost less than arrays returned from compiled code), and
+    returns ``(query, q_conformal, valid)``: the unit-ball point and its
+    conformal factor (:func:`few_points_conformal`), and whether ``X`` is a
+    valid point (``worst > 0``; the kernel then searches nothing).
     """
     query, q_conformal, worst = few_points_conformal(X, c)
-    out_i = np.full((1, k), -1, dtype=np.int64)
-    out_d = np.full((1, k), np.inf)
-    return query, q_conformal, out_i, out_d, np.zeros(1, dtype=np.int64), worst > 0.0
+    out_i[:] = -1
+    out_d[:] = np.inf
+    samples[:] = 0
+    return query, q_conformal, worst > 0.0
 
 
 @nb.njit(cache=True, inline="always")

@@ -195,14 +195,16 @@ def dist_from_delta(d, *, c: float = 1.0):
     """Distance from the surrogate: ``2 asinh(sqrt(delta)) / sqrt(c)``.
 
     Computed in place in one new array (the same operations in the same
-    order as the formula, so the same bits).
+    order as the formula, so the same bits; the doubling is ``out + out``,
+    exact like ``2 * out`` and cheaper on the one-row arrays of a one-query
+    call than a product with a Python scalar).
     """
     d = np.asarray(d, dtype=np.float64)
     if d.ndim == 0:
         return 2.0 * np.arcsinh(np.sqrt(d)) / np.sqrt(c)
     out = np.sqrt(d)
     np.arcsinh(out, out=out)
-    out *= 2.0
+    np.add(out, out, out=out)
     if c != 1.0:
         out /= np.sqrt(c)
     return out

@@ -144,7 +144,7 @@ import numba as nb
 import numpy as np
 
 from hypann import _progress as progress
-from hypann._runtime import SERIAL_MAX_QUERIES, VisitedMarks, release_freed_heap
+from hypann._runtime import SERIAL_MAX_QUERIES, VisitedMarks, one_query_arrays, release_freed_heap
 from hypann._validation import (check_positive_int, check_query_coordinates, check_real, check_stored_points,
                                 check_stored_queries, state_flag)
 from hypann.geometry._kernels import (delta4_below, delta_row, delta_row_below, gather_points_in_place,
@@ -1066,16 +1066,17 @@ def _search_serial(points, conf, nbrs, pivots, thresholds, children, ranges, ord
 
 @nb.njit(cache=True)
 def _search_coordinates(points, conf, nbrs, pivots, thresholds, children, ranges, order, leaf_order, n_seeds,
-                        pivot_node_size, X, c, k, ef, seen, tag):
+                        pivot_node_size, X, c, ef, seen, tag, out_i, out_d, samples):
     """One query given by its coordinates ``X`` (1, d) in curvature ``-c``: its input check
-    (:func:`~hypann.geometry._kernels.one_query_start`) and, when it is a valid point, its search as
-    :func:`_search_serial` does it, with tag ``tag``. Returns ``(ids, deltas, samples, valid)``."""
-    queries, q_conf, out_i, out_d, samples, valid = one_query_start(X, c, k)
+    (:func:`~hypann.geometry._kernels.one_query_start`, which fills ``out_i``, ``out_d`` (1, k) and
+    ``samples`` (1,) with the empty answer) and, when it is a valid point, its search into them as
+    :func:`_search_serial` does it, with tag ``tag``. Returns whether ``X`` is a valid point."""
+    queries, q_conf, valid = one_query_start(X, c, out_i, out_d, samples)
     if valid:
         _search_range(points, conf, nbrs, pivots, thresholds, children, ranges, order, leaf_order, n_seeds,
                       pivot_node_size, queries, q_conf, ef, np.full(1, _NO_BUDGET), np.full(1, -1), 0, 1, seen, tag,
                       out_i, out_d, samples)
-    return out_i, out_d, samples, valid
+    return valid
 
 
 # --------------------------------------------------------------------------- calibration
@@ -1395,10 +1396,11 @@ class HyperbolicGraphIndex:
         self._check_fitted()
         k, c = check_query_coordinates(X, self.dim_, k, c)
         ef = self.ef_ if ef is None else check_positive_int(ef, "ef")
+        ids, deltas, samples = one_query_arrays(k)
         marks = self._visited_marks()
         seen, tag = marks.take(1)
         try:
-            ids, deltas, samples, valid = _search_coordinates(*self._structure(), X, c, k, max(ef, k), seen[0], tag)
+            valid = _search_coordinates(*self._structure(), X, c, max(ef, k), seen[0], tag, ids, deltas, samples)
         finally:
             marks.give(seen, tag + 1)
         return GraphSearchResult(ids, deltas, samples) if valid else None
@@ -1406,7 +1408,7 @@ class HyperbolicGraphIndex:
     # -- state ------------------------------------------------------------
     def __getstate__(self):
         state = dict(self.__dict__)
-        state.pop("_marks", None)  # scratch of small searches (holds a lock)
+        state.pop("_marks", None)  # scratch of small searches
         return state
 
     def to_arrays(self, *, include_points=True) -> dict:

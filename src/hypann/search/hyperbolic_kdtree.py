@@ -90,7 +90,7 @@ import numba as nb
 import numpy as np
 
 from hypann._params import Param
-from hypann._runtime import SERIAL_MAX_QUERIES, filled
+from hypann._runtime import SERIAL_MAX_QUERIES, filled, one_query_arrays
 from hypann._validation import (
     check_positive_int,
     check_query_coordinates,
@@ -735,16 +735,18 @@ def _search_exact_serial(pts, conf, perm, lo, hi, left, right, start, end, max_c
 
 
 @nb.njit(cache=True)
-def _search_exact_coordinates(pts, conf, perm, lo, hi, left, right, start, end, max_conf, X, c, k):
+def _search_exact_coordinates(pts, conf, perm, lo, hi, left, right, start, end, max_conf, X, c, out_i, out_d,
+                              samples):
     """One query given by its coordinates ``X`` (1, d) in curvature ``-c``: its input check
-    (:func:`~hypann.geometry._kernels.one_query_start`) and, when it is a valid point, its exact search as
-    :func:`_search_exact_serial` does it without a budget, seeds or removed points. Returns ``(ids, deltas,
-    samples, valid)``."""
-    queries, q_conf, out_i, out_d, samples, valid = one_query_start(X, c, k)
+    (:func:`~hypann.geometry._kernels.one_query_start`, which fills ``out_i``, ``out_d`` (1, k) and
+    ``samples`` (1,) with the empty answer) and, when it is a valid point, its exact search into them as
+    :func:`_search_exact_serial` does it without a budget, seeds or removed points. Returns whether ``X``
+    is a valid point."""
+    queries, q_conf, valid = one_query_start(X, c, out_i, out_d, samples)
     if valid:
         samples[0] = _search_exact_one(pts, conf, perm, lo, hi, left, right, start, end, max_conf, queries[0],
                                        q_conf[0], _NO_BUDGET, out_d[0], out_i[0], False, np.empty(0, dtype=np.uint8))
-    return out_i, out_d, samples, valid
+    return valid
 
 
 @nb.njit(cache=True)
@@ -1343,9 +1345,10 @@ class HyperbolicKDTree:
         """
         self._check_fitted()
         k, c = check_query_coordinates(X, self.dim_, k, c)
-        ids, deltas, samples, valid = _search_exact_coordinates(
-            self.points_, self.conformal_, self.indices_, self.lo_, self.hi_, self.left_, self.right_, self.start_,
-            self.end_, self.max_conformal_, X, c, k)
+        ids, deltas, samples = one_query_arrays(k)
+        valid = _search_exact_coordinates(self.points_, self.conformal_, self.indices_, self.lo_, self.hi_,
+                                          self.left_, self.right_, self.start_, self.end_, self.max_conformal_, X, c,
+                                          ids, deltas, samples)
         return KNNResult(ids, deltas, samples) if valid else None
 
     def _alive(self, removed):
