@@ -372,11 +372,13 @@ def test_one_plain_query_takes_the_compiled_path_and_answers_as_the_batch(data, 
             np.testing.assert_array_equal(one.stats.oracle_calls, batch.stats.oracle_calls[i:i + 1])
         if by_ef is not None:
             _same(index.search(Q[i:i + 1], 6, ef=48), by_ef, i)
+        for k in (np.int64(6), np.int32(6), np.uint8(6)):  # a numpy integer k takes the path too
+            _same(index.search(Q[i:i + 1], k), batches[6, np.float64], i)
 
 
 def test_the_checked_path_answers_what_the_fast_path_does_not_take(data):
-    """Graph with exact=True, brute force, a budget, a list, a numpy int k, two rows, Lorentz input, points
-    added: each still answers (through the checked path) as its batch."""
+    """Graph with exact=True, brute force, a budget, a list, a numpy bool k, two rows, Lorentz input, points
+    added: each still answers (through the checked path) as its batch, or reports what is wrong."""
     X, Q = data
     for config in (dict(algorithm="graph", exact=True), dict(algorithm="brute")):
         index = hypann.HyperbolicIndex(random_state=0, verbose=False, **config).build(X)
@@ -386,7 +388,8 @@ def test_the_checked_path_answers_what_the_fast_path_does_not_take(data):
     index = hypann.HyperbolicIndex(algorithm="hkdtree", verbose=False).build(X)
     batch = index.search(Q, 4)
     _same(index.search(Q[2:3].tolist(), 4), batch, 2)
-    _same(index.search(Q[2:3], np.int64(4)), batch, 2)
+    with pytest.raises(TypeError, match="k must be an integer"):
+        index.search(Q[2:3], np.bool_(True))
     two = index.search(Q[2:4], 4)
     np.testing.assert_array_equal(two.indices, batch.indices[2:4])
     _same(index.search(Q[2:3], 4, budget=10 ** 6), batch, 2)

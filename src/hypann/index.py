@@ -462,7 +462,7 @@ class HyperbolicIndex:
         """
         self._check_fitted()
         if budget is None and oracle_params is None and self._one_plain_query(Q, k):
-            found = self._search_coordinates(Q, k, query_params)
+            found = self._search_coordinates(Q, int(k), query_params)
             if found is not None:
                 return found
         queries, q_conf = self._queries(Q)
@@ -470,9 +470,11 @@ class HyperbolicIndex:
 
     def _one_plain_query(self, Q, k):
         """Whether ``search(Q, k)`` may take the one-query fast path: one Poincare row of the index's
-        dimension in a float64 or float32 array, a valid int ``k``, no point added or removed since the build."""
-        return (V.plain_rows(Q, model=self.model, dim=self.dim_, max_rows=1) and type(k) is int
-                and 1 <= k <= self.n_points_ and not self.live_.n_changes)
+        dimension in a float64 or float32 array, a valid ``k`` (an int or a numpy integer), no point added or
+        removed since the build."""
+        return (V.plain_rows(Q, model=self.model, dim=self.dim_, max_rows=1)
+                and (type(k) is int or isinstance(k, np.integer)) and 1 <= k <= self.n_points_
+                and not self.live_.n_changes)
 
     def _search_coordinates(self, Q, k, query_params):
         """:meth:`search` of one plain query (:meth:`_one_plain_query`) in one compiled call of the algorithm
