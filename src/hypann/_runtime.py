@@ -168,10 +168,9 @@ class VisitedMarks:
     gives it back, so concurrent searches never share one: the free blocks
     of each height sit in a list, and ``list.pop`` and ``list.append`` are
     atomic (the GIL; a per-object lock in free-threaded Python), so no block
-    is handed out twice without a lock of our own (a lock took a third of
-    a microsecond per use, on every one-query call). The blocks kept are
-    those in use at the same time: ``4 rows n`` bytes each (``rows``: the
-    caller's threads).
+    is handed out twice without a lock of our own (whose two uses were a
+    visible part of a one-query call). The blocks kept are those in use at
+    the same time: ``4 rows n`` bytes each (``rows``: the caller's threads).
     """
 
     #: largest tag an int32 row holds
