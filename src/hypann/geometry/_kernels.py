@@ -181,6 +181,26 @@ def sq_dist_row(q, x):
 
 
 @nb.njit(cache=True, inline="always")
+def sq_dist_pair(q, a, b):
+    """``(|q - a|^2, |q - b|^2)``: two :func:`sq_dist_row` sums side by side, each in its order (the same bits).
+
+    Two independent chains of additions overlap instead of waiting for each
+    other: for the tree descents of a query, where the next node (and so the
+    next pair) depends on this one, that halves the latency of a level at
+    high dimension.
+    """
+    sa = 0.0
+    sb = 0.0
+    for j in range(q.shape[0]):
+        v = np.float64(q[j])
+        ta = v - np.float64(a[j])
+        tb = v - np.float64(b[j])
+        sa += ta * ta
+        sb += tb * tb
+    return sa, sb
+
+
+@nb.njit(cache=True, inline="always")
 def _sq_dist_rest(q, x, s, first):
     """``s`` plus the terms ``first, first + 1, ...`` of :func:`sq_dist_row`, in its order."""
     for j in range(first, q.shape[0]):

@@ -149,7 +149,7 @@ from hypann._validation import (check_positive_int, check_query_coordinates, che
                                 check_stored_queries, state_flag)
 from hypann.geometry._kernels import (delta4_below, delta_row, delta_row_below, gather_points_in_place,
                                       gather_rows_in_place, insert_sorted, inverse_permutation, one_query_start,
-                                      sq_dist_row)
+                                      sq_dist_pair)
 from hypann.geometry.gram_scan import knn_delta_scan
 from hypann.graph.partition_tree import build_forest, build_tree, forest_index_dtype, mix_seed, split_key, splitmix64
 from hypann.graph.vamana import GraphSearchResult, _list_offer
@@ -921,8 +921,7 @@ def _search_one(points, conf, nbrs, pivots, thresholds, children, ranges, order,
     while children[node, 0] >= 0:
         a = pivots[node, 0]
         b = pivots[node, 1]
-        da = sq_dist_row(q, points[a])
-        db = sq_dist_row(q, points[b])
+        da, db = sq_dist_pair(q, points[a], points[b])
         local = ranges[node, 1] - ranges[node, 0] <= pivot_node_size
         for side in range(2):
             u = a if side == 0 else b
@@ -935,18 +934,36 @@ def _search_one(points, conf, nbrs, pivots, thresholds, children, ranges, order,
     lo = ranges[node, 0]
     hi = min(ranges[node, 1], lo + n_seeds)
     n = points.shape[0]
-    for s in range(lo, hi):
-        if cnt >= budget:
-            break
-        u = s if leaf_order else order[s]
-        if u < 0 or u >= n or seen[u] == tag:  # ids out of range: only from a damaged file (not read on open)
-            continue
-        seen[u] = tag
-        cnt += 1
-        size, _ = _list_offer(lst_d, lst_i, lst_e, size, ef, delta_row(q, cq, points[u], conf[u]), u)
+    batch = np.empty(4, dtype=np.int64)
+    s = lo
+    while s < hi and cnt < budget:
+        # the leaf's next (at most) four unvisited points, within the budget, four sums side by side
+        # (abandoned against the list's worst as the neighbours' below: the same offers as one at a time)
+        got = 0
+        while s < hi and got < 4 and cnt < budget:
+            u = s if leaf_order else order[s]
+            s += 1
+            if u < 0 or u >= n or seen[u] == tag:  # ids out of range: only from a damaged file (not read on open)
+                continue
+            seen[u] = tag
+            cnt += 1
+            batch[got] = u
+            got += 1
+        if got == 4:
+            u0, u1, u2, u3 = batch[0], batch[1], batch[2], batch[3]
+            d0, d1, d2, d3 = delta4_below(q, cq, points[u0], conf[u0], points[u1], conf[u1], points[u2], conf[u2],
+                                          points[u3], conf[u3], lst_d[ef - 1])
+            size, _ = _list_offer(lst_d, lst_i, lst_e, size, ef, d0, u0)
+            size, _ = _list_offer(lst_d, lst_i, lst_e, size, ef, d1, u1)
+            size, _ = _list_offer(lst_d, lst_i, lst_e, size, ef, d2, u2)
+            size, _ = _list_offer(lst_d, lst_i, lst_e, size, ef, d3, u3)
+        else:
+            for t in range(got):
+                u = batch[t]
+                size, _ = _list_offer(lst_d, lst_i, lst_e, size, ef,
+                                      delta_row_below(q, cq, points[u], conf[u], lst_d[ef - 1]), u)
     cur = 0
     deg = nbrs.shape[1]
-    batch = np.empty(4, dtype=np.int64)
     while cur < size and cnt < budget:
         p = lst_i[cur]
         lst_e[cur] = True

@@ -41,7 +41,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from hypann.geometry._kernels import sq_dist_row
+from hypann.geometry._kernels import sq_dist_pair, sq_dist_row
 
 # Random pivot pairs tried before scanning the node for a point distinct from ``a``.
 _PIVOT_DRAWS = 8
@@ -218,8 +218,7 @@ def descend(pivots, thresholds, children, points, q):
     """Leaf node reached by ``q`` (the side test of the module docstring at every node)."""
     node = 0
     while children[node, 0] >= 0:
-        da = sq_dist_row(q, points[pivots[node, 0]])
-        db = sq_dist_row(q, points[pivots[node, 1]])
+        da, db = sq_dist_pair(q, points[pivots[node, 0]], points[pivots[node, 1]])
         node = children[node, 0] if split_key(da, db) <= thresholds[node] else children[node, 1]
     return node
 
