@@ -248,6 +248,19 @@ def test_delta4_below_is_delta_row_or_proves_it_is_not_below_for_each_row(d, see
         _kernels.delta4_below(q, cq, X[0], cx[0], X[1], cx[1], X[2], cx[2], X[3], cx[3], np.inf), full)
 
 
+@pytest.mark.kernels
+@given(st.integers(1, 130), st.integers(0, 2**32 - 1), st.sampled_from([np.float64, np.float32]))
+def test_sq_dist_pair_is_two_sq_dist_rows_bit_for_bit(d, seed, dtype):
+    """The tree descents' side test must see the build's values: any other order of the sums
+    could send an indexed point to another leaf."""
+    rng = np.random.default_rng(seed)
+    q, _, a, _ = _mixed_scale_pair(rng, d, dtype)  # differences over ten orders of magnitude: order matters
+    b = ball_points(rng, 1, d, min_conformal=1e-12 if dtype == np.float64 else 1e-5)[0].astype(dtype)
+    got = _kernels.sq_dist_pair(q, a, b)
+    assert got == (_kernels.sq_dist_row(q, a), _kernels.sq_dist_row(q, b))
+    assert _kernels.sq_dist_pair(a, q, q) == (_kernels.sq_dist_row(a, q),) * 2
+
+
 def _mixed_scale_pair(rng, d, dtype):
     """A query and a row whose coordinate differences span ten orders of magnitude (so sums of their
     squares in different orders round differently), both well inside the ball."""
