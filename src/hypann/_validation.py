@@ -436,8 +436,7 @@ def check_query_coordinates(X, dim, k, c):
         shape = getattr(X, "shape", None)
         raise ValueError(f"X must be a float64 or float32 numpy array of shape (1, {dim}), got "
                          f"{type(X).__name__} of shape {shape} and dtype {getattr(X, 'dtype', None)}")
-    k = k if type(k) is int and k >= 1 else check_positive_int(k, "k")
-    return k, check_curvature(c)
+    return check_positive_int(k, "k"), check_curvature(c)
 
 
 # --------------------------------------------------------------------------- stored state
