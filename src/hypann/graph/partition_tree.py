@@ -140,9 +140,7 @@ def build_tree(points, leaf_size, seed):
             if b < 0:
                 continue  # all points identical: a leaf of any size
         for t in range(lo, hi):
-            x = points[order[t]]
-            da = sq_dist_row(x, points[a])
-            db = sq_dist_row(x, points[b])
+            da, db = sq_dist_pair(points[order[t]], points[a], points[b])
             keys[t] = split_key(da, db)
         srt = np.argsort(keys[lo:hi], kind="mergesort")
         block = order[lo:hi].copy()
@@ -227,7 +225,8 @@ def descend(pivots, thresholds, children, points, q):
 def split_key(da, db):
     """``|x-a|^2 / |x-b|^2`` (``inf`` at ``x = b``): the key compared with a node's threshold.
 
-    Build and descent use this one expression, so an indexed point descends to
-    its own leaf (up to ties of the key).
+    Build and descent use this one expression, of the two sums of
+    :func:`~hypann.geometry._kernels.sq_dist_pair`, so an indexed point
+    descends to its own leaf (up to ties of the key).
     """
     return da / db if db > 0.0 else np.inf
