@@ -256,8 +256,8 @@ def test_one_query_per_call_counts_rounds_like_the_batch(data):
 def test_graph_one_query_calls_leave_the_shared_no_budget_rows_alone(data):
     """A one-query graph search without budget passes module-level rows to the kernel; it must only read them.
 
-    The graph's own ``search`` is called: the index's one-query calls take ``search_coordinates``, which
-    does not use those rows."""
+    Both of the graph's one-query calls pass them: ``search`` (checked queries) and
+    ``search_coordinates`` (the index's one-query path)."""
     from hypann.graph import knn_graph
 
     X, Q = data
@@ -266,6 +266,7 @@ def test_graph_one_query_calls_leave_the_shared_no_budget_rows_alone(data):
     q_conformal = _kernels.conformal_factor(Q)
     for i in range(len(Q)):
         graph.search(Q[i:i + 1], q_conformal[i:i + 1], 5)
+        graph.search_coordinates(Q[i:i + 1], 1.0, 5)
     graph.search(Q[:1], q_conformal[:1], 5, budget=30)
     assert np.all(knn_graph._NO_BUDGETS == np.iinfo(np.int64).max)
     assert np.all(knn_graph._NO_EXCLUDES == -1)

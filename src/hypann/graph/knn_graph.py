@@ -1083,16 +1083,16 @@ def _search_serial(points, conf, nbrs, pivots, thresholds, children, ranges, ord
 
 @nb.njit(cache=True)
 def _search_coordinates(points, conf, nbrs, pivots, thresholds, children, ranges, order, leaf_order, n_seeds,
-                        pivot_node_size, X, c, ef, seen, tag, out_i, out_d, samples):
+                        pivot_node_size, X, c, ef, budget, exclude, seen, tag, out_i, out_d, samples):
     """One query given by its coordinates ``X`` (1, d) in curvature ``-c``: its input check
     (:func:`~hypann.geometry._kernels.one_query_start`, which fills ``out_i``, ``out_d`` (1, k) and
     ``samples`` (1,) with the empty answer) and, when it is a valid point, its search into them as
-    :func:`_search_serial` does it, with tag ``tag``. Returns whether ``X`` is a valid point."""
+    :func:`_search_serial` does it, with tag ``tag`` (``budget``, ``exclude``: rows of one, read only).
+    Returns whether ``X`` is a valid point."""
     queries, q_conf, valid = one_query_start(X, c, out_i, out_d, samples)
     if valid:
         _search_range(points, conf, nbrs, pivots, thresholds, children, ranges, order, leaf_order, n_seeds,
-                      pivot_node_size, queries, q_conf, ef, np.full(1, _NO_BUDGET), np.full(1, -1), 0, 1, seen, tag,
-                      out_i, out_d, samples)
+                      pivot_node_size, queries, q_conf, ef, budget, exclude, 0, 1, seen, tag, out_i, out_d, samples)
     return valid
 
 
@@ -1417,7 +1417,8 @@ class HyperbolicGraphIndex:
         marks = self._visited_marks()
         seen, tag = marks.take(1)
         try:
-            valid = _search_coordinates(*self._structure(), X, c, max(ef, k), seen[0], tag, ids, deltas, samples)
+            valid = _search_coordinates(*self._structure(), X, c, max(ef, k), _NO_BUDGETS, _NO_EXCLUDES, seen[0],
+                                        tag, ids, deltas, samples)
         finally:
             marks.give(seen, tag + 1)
         return GraphSearchResult(ids, deltas, samples) if valid else None
