@@ -893,6 +893,38 @@ def _positions_to_rows(nbrs, order):
 # --------------------------------------------------------------------------- search
 
 
+@nb.njit(cache=True, inline="always")
+def _offer_batch(q, cq, points, conf, batch, got, lst_d, lst_i, lst_e, size, ef, low):
+    """Offer the points ``batch[:got]`` (``got <= 4``) to the search list in order; returns ``(size, low)``.
+
+    Their deltas are four sums side by side (:func:`delta4_below`) when
+    ``got == 4``, else one at a time (:func:`delta_row_below`), each
+    abandoned against the list's worst entry: that worst only falls while
+    they are offered, in order, so a point abandoned against it could not
+    have entered the list (the same offers as with full deltas). ``low``
+    becomes the smallest position a point was inserted at, if below it.
+    """
+    if got == 4:
+        u0, u1, u2, u3 = batch[0], batch[1], batch[2], batch[3]
+        d0, d1, d2, d3 = delta4_below(q, cq, points[u0], conf[u0], points[u1], conf[u1], points[u2], conf[u2],
+                                      points[u3], conf[u3], lst_d[ef - 1])  # inf until the list is full
+        size, pos = _list_offer(lst_d, lst_i, lst_e, size, ef, d0, u0)
+        low = pos if 0 <= pos < low else low
+        size, pos = _list_offer(lst_d, lst_i, lst_e, size, ef, d1, u1)
+        low = pos if 0 <= pos < low else low
+        size, pos = _list_offer(lst_d, lst_i, lst_e, size, ef, d2, u2)
+        low = pos if 0 <= pos < low else low
+        size, pos = _list_offer(lst_d, lst_i, lst_e, size, ef, d3, u3)
+        low = pos if 0 <= pos < low else low
+    else:
+        for t in range(got):
+            u = batch[t]
+            size, pos = _list_offer(lst_d, lst_i, lst_e, size, ef,
+                                    delta_row_below(q, cq, points[u], conf[u], lst_d[ef - 1]), u)
+            low = pos if 0 <= pos < low else low
+    return size, low
+
+
 @nb.njit(cache=True)
 def _search_one(points, conf, nbrs, pivots, thresholds, children, ranges, order, leaf_order, n_seeds, pivot_node_size,
                 q, cq, ef, budget, exclude, seen, tag, lst_d, lst_i, lst_e):
@@ -937,8 +969,7 @@ def _search_one(points, conf, nbrs, pivots, thresholds, children, ranges, order,
     batch = np.empty(4, dtype=np.int64)
     s = lo
     while s < hi and cnt < budget:
-        # the leaf's next (at most) four unvisited points, within the budget, four sums side by side
-        # (abandoned against the list's worst as the neighbours' below: the same offers as one at a time)
+        # the leaf's next (at most) four unvisited points, within the budget, offered as the neighbours' are
         got = 0
         while s < hi and got < 4 and cnt < budget:
             u = s if leaf_order else order[s]
@@ -949,19 +980,7 @@ def _search_one(points, conf, nbrs, pivots, thresholds, children, ranges, order,
             cnt += 1
             batch[got] = u
             got += 1
-        if got == 4:
-            u0, u1, u2, u3 = batch[0], batch[1], batch[2], batch[3]
-            d0, d1, d2, d3 = delta4_below(q, cq, points[u0], conf[u0], points[u1], conf[u1], points[u2], conf[u2],
-                                          points[u3], conf[u3], lst_d[ef - 1])
-            size, _ = _list_offer(lst_d, lst_i, lst_e, size, ef, d0, u0)
-            size, _ = _list_offer(lst_d, lst_i, lst_e, size, ef, d1, u1)
-            size, _ = _list_offer(lst_d, lst_i, lst_e, size, ef, d2, u2)
-            size, _ = _list_offer(lst_d, lst_i, lst_e, size, ef, d3, u3)
-        else:
-            for t in range(got):
-                u = batch[t]
-                size, _ = _list_offer(lst_d, lst_i, lst_e, size, ef,
-                                      delta_row_below(q, cq, points[u], conf[u], lst_d[ef - 1]), u)
+        size, _ = _offer_batch(q, cq, points, conf, batch, got, lst_d, lst_i, lst_e, size, ef, ef)
     cur = 0
     deg = nbrs.shape[1]
     while cur < size and cnt < budget:
@@ -984,27 +1003,7 @@ def _search_one(points, conf, nbrs, pivots, thresholds, children, ranges, order,
                 cnt += 1
                 batch[got] = u
                 got += 1
-            # their deltas (the list's worst only falls while they are offered, in order,
-            # so a point abandoned against the worst before could not have entered it)
-            worst = lst_d[ef - 1]  # inf until the list is full
-            if got == 4:
-                u0, u1, u2, u3 = batch[0], batch[1], batch[2], batch[3]
-                d0, d1, d2, d3 = delta4_below(q, cq, points[u0], conf[u0], points[u1], conf[u1], points[u2],
-                                              conf[u2], points[u3], conf[u3], worst)
-                size, pos = _list_offer(lst_d, lst_i, lst_e, size, ef, d0, u0)
-                low = pos if 0 <= pos < low else low
-                size, pos = _list_offer(lst_d, lst_i, lst_e, size, ef, d1, u1)
-                low = pos if 0 <= pos < low else low
-                size, pos = _list_offer(lst_d, lst_i, lst_e, size, ef, d2, u2)
-                low = pos if 0 <= pos < low else low
-                size, pos = _list_offer(lst_d, lst_i, lst_e, size, ef, d3, u3)
-                low = pos if 0 <= pos < low else low
-            else:
-                for t in range(got):
-                    u = batch[t]
-                    size, pos = _list_offer(lst_d, lst_i, lst_e, size, ef,
-                                            delta_row_below(q, cq, points[u], conf[u], lst_d[ef - 1]), u)
-                    low = pos if 0 <= pos < low else low
+            size, low = _offer_batch(q, cq, points, conf, batch, got, lst_d, lst_i, lst_e, size, ef, low)
         cur = low if low <= cur else cur + 1
         while cur < size and lst_e[cur]:
             cur += 1
