@@ -489,7 +489,7 @@ class HyperbolicIndex:
         found = self.algorithm_.search_coordinates(Q, self.c, k, **params)  # the structures check c
         if found is None or any_negative(found[0]):
             return None
-        return self._result(*found)
+        return self._result(*found, short=False)
 
     def _search_validated(self, queries, q_conf, k, *, budget=None, oracle_params=None, **query_params):
         """:meth:`search` for queries already in the index's representation (unit-curvature points)."""
@@ -667,10 +667,12 @@ class HyperbolicIndex:
             return np.ascontiguousarray(points, dtype=np.float64), conformal
         return V.check_points(Q, name="Q", model=self.model, c=self.c, dim=self.dim_, allow_empty=True)
 
-    def _result(self, ids, deltas, stats):
+    def _result(self, ids, deltas, stats, *, short=None):
+        """The :class:`SearchResult` of rows ``ids`` and their ``deltas``; ``-1`` ids get distance ``inf``.
+        ``short``: whether any id is ``-1``, when the caller knows it already (else it is looked up)."""
         ids = self._labels_of(np.asarray(ids, dtype=np.int64))
         distances = dist_from_delta(deltas, c=self.c)
-        if any_negative(ids):
+        if any_negative(ids) if short is None else short:
             distances[ids < 0] = np.inf
         return SearchResult(ids, distances, stats)
 
