@@ -894,6 +894,18 @@ def _positions_to_rows(nbrs, order):
 
 
 @nb.njit(cache=True, inline="always")
+def _take_unvisited(u, n, seen, tag, batch, got):
+    """Mark ``u`` visited and put it at ``batch[got]`` unless it is visited already or not a row of
+    ``[0, n)`` (ids out of range come only from a damaged file opened without reading them);
+    returns the new count."""
+    if u < 0 or u >= n or seen[u] == tag:
+        return got
+    seen[u] = tag
+    batch[got] = u
+    return got + 1
+
+
+@nb.njit(cache=True, inline="always")
 def _offer_batch(q, cq, points, conf, batch, got, lst_d, lst_i, lst_e, size, ef, low):
     """Offer the points ``batch[:got]`` (``got <= 4``) to the search list in order; returns ``(size, low)``.
 
@@ -971,15 +983,10 @@ def _search_one(points, conf, nbrs, pivots, thresholds, children, ranges, order,
     while s < hi and cnt < budget:
         # the leaf's next (at most) four unvisited points, within the budget, offered as the neighbours' are
         got = 0
-        while s < hi and got < 4 and cnt < budget:
-            u = s if leaf_order else order[s]
+        while s < hi and got < 4 and cnt + got < budget:
+            got = _take_unvisited(s if leaf_order else order[s], n, seen, tag, batch, got)
             s += 1
-            if u < 0 or u >= n or seen[u] == tag:  # ids out of range: only from a damaged file (not read on open)
-                continue
-            seen[u] = tag
-            cnt += 1
-            batch[got] = u
-            got += 1
+        cnt += got
         size, _ = _offer_batch(q, cq, points, conf, batch, got, lst_d, lst_i, lst_e, size, ef, ef)
     cur = 0
     deg = nbrs.shape[1]
@@ -993,16 +1000,12 @@ def _search_one(points, conf, nbrs, pivots, thresholds, children, ranges, order,
             got = 0
             while s < deg and got < 4:
                 u = nbrs[p, s]
-                if u < 0 or cnt >= budget:
+                if u < 0 or cnt + got >= budget:
                     s = deg
                     break
                 s += 1
-                if u >= n or seen[u] == tag:
-                    continue
-                seen[u] = tag
-                cnt += 1
-                batch[got] = u
-                got += 1
+                got = _take_unvisited(u, n, seen, tag, batch, got)
+            cnt += got
             size, low = _offer_batch(q, cq, points, conf, batch, got, lst_d, lst_i, lst_e, size, ef, low)
         cur = low if low <= cur else cur + 1
         while cur < size and lst_e[cur]:
