@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import mpmath
+import numba as nb
 import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from hypann.geometry import _kernels, models, poincare as P
+from hypann.geometry._vector_lanes import BLOCK_SUM_DEPTH, LANE_BLOCK, block_square_sum
 from tests.conftest import ball_points
 
 mpmath.mp.dps = 60
@@ -294,6 +296,62 @@ def test_delta_lanes_below_is_delta_row_or_proves_it_is_not_below(d, seed, dtype
         else:
             assert got == full
     assert _kernels.delta_lanes_below(q, cq, x, cx, np.nextafter(full, np.inf), shrink) == full
+
+
+@nb.njit
+def _block_square_sum(q, x, j):
+    return block_square_sum(q, x, j)
+
+
+@nb.njit(boundscheck=True)
+def _block_square_sum_checked(q, x, j):
+    return block_square_sum(q, x, j)
+
+
+def _block_square_sum_reference(q, x, j):
+    """The tree of block_square_sum in Python floats (IEEE double): pairs of squares, summed pairwise
+    over three levels, then the two lanes."""
+    t = [(float(q[i]) - float(x[i])) ** 2 for i in range(j, j + LANE_BLOCK)]
+    level = [(t[s], t[s + 1]) for s in range(0, LANE_BLOCK, 2)]
+    while len(level) > 1:
+        level = [(a[0] + b[0], a[1] + b[1]) for a, b in zip(level[::2], level[1::2])]
+    return level[0][0] + level[0][1]
+
+
+@pytest.mark.kernels
+@given(st.integers(LANE_BLOCK, 90), st.integers(0, 2**32 - 1), st.sampled_from([np.float64, np.float32]),
+       st.booleans(), st.data())
+def test_block_square_sum_is_its_fixed_tree_bit_for_bit(d, seed, dtype, strided, data):
+    """The 2-wide vector block sum gives the bits of its documented summation tree, for float32 and
+    float64 rows, contiguous or strided (a column of a 2-D array), at any offset."""
+    rng = np.random.default_rng(seed)
+    q, _, x, _ = _mixed_scale_pair(rng, d, dtype)  # differences over ten orders of magnitude: order matters
+    if strided:
+        x = np.stack([x, -x, x], axis=1)[:, 0]
+        q = np.stack([-q, q], axis=1)[:, 1]
+        assert not x.flags.c_contiguous
+    j = data.draw(st.integers(0, d - LANE_BLOCK))
+    assert _block_square_sum(q, x, j) == _block_square_sum_reference(q, x, j)
+    assert BLOCK_SUM_DEPTH == 4 and LANE_BLOCK == 16  # the depth lanes_shrink's bound counts
+
+
+def test_block_square_sum_tree_is_not_the_sequential_order():
+    """The reference tree is a real constraint: on mixed-scale rows the sequential sum of the same
+    terms rounds differently in many cases (so the bit-for-bit test above can fail)."""
+    rng = np.random.default_rng(2)
+    differ = 0
+    for _ in range(200):
+        q, _, x, _ = _mixed_scale_pair(rng, LANE_BLOCK, np.float64)
+        differ += _block_square_sum(q, x, 0) != _kernels.sq_dist_row(q, x)
+    assert differ > 20
+
+
+def test_block_square_sum_checks_bounds_when_numba_does():
+    q = np.zeros(20)
+    assert _block_square_sum_checked(q, q, 4) == 0.0
+    for j in (5, -1):
+        with pytest.raises(IndexError):
+            _block_square_sum_checked(q, q, j)
 
 
 def test_delta_lanes_below_needs_its_shrink_factor():

@@ -38,6 +38,8 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
+from hypann.geometry._vector_lanes import LANE_BLOCK, block_square_sum
+
 _SPLITTER = 134217729.0  # 2**27 + 1, Veltkamp split for Dekker's exact product
 
 
@@ -296,8 +298,9 @@ def delta4_below(q, cq, x0, c0, x1, c1, x2, c2, x3, c3, worst):
 #: Dimension from which a scan screens each row with :func:`delta_lanes_below` (shorter rows: the
 #: sequential sum is as fast and needs no second pass).
 LANES_MIN_DIM = 16
-#: Coordinates between two early-abandon tests of :func:`delta_lanes_below` (a multiple of 4).
-LANES_STRIDE = 16
+#: Coordinates between two early-abandon tests of :func:`delta_lanes_below` (one block of
+#: :func:`~hypann.geometry._vector_lanes.block_square_sum`).
+LANES_STRIDE = LANE_BLOCK
 #: ``u = 2^-53``, the unit roundoff of float64 (the error bounds of the lanes and of the Gram scan).
 UNIT_ROUNDOFF = 2.0**-53
 
@@ -308,11 +311,14 @@ def lanes_shrink(d):
     non-negative terms in any two orders (used by :func:`delta_lanes_below`).
 
     Each order's sum is within ``gamma_h |sum|`` of the exact sum, ``gamma_h = h u / (1 - h u)``
-    for a summation tree of depth ``h`` and ``u = 2^-53``: ``h <= d`` for the sequential sum and
-    ``h <= d / 4 + LANES_STRIDE + 2 <= d + 20`` for the lanes. So with ``g = gamma_{d+20}``,
-    ``S >= L (1 - g) / (1 + g) >= L (1 - 2 g)``, and one more rounding of ``L f`` costs a factor
-    ``1 + u`` (or nothing when ``L f`` is subnormal: then every term is, and both sums are exact).
-    ``f = 1 - 4 (d + 22) u`` is below ``(1 - 2 g) / (1 + u)`` for every ``(d + 20) u < 0.1``.
+    for a summation tree of depth ``h`` and ``u = 2^-53``: ``h <= d`` for the sequential sum and,
+    for the screen's sum, ``h <= 5 + d / LANES_STRIDE + (LANES_STRIDE - 1) <= d + 20`` (its first
+    block's four lanes and their sum: 5; one addition per later block, whose own tree,
+    ``BLOCK_SUM_DEPTH = 4``, is shallower; the last ``d % LANES_STRIDE`` terms one by one). So with
+    ``g = gamma_{d+20}``, ``S >= L (1 - g) / (1 + g) >= L (1 - 2 g)``, and one more rounding of
+    ``L f`` costs a factor ``1 + u`` (or nothing when ``L f`` is subnormal: then every term is, and
+    both sums are exact). ``f = 1 - 4 (d + 22) u`` is below ``(1 - 2 g) / (1 + u)`` for every
+    ``(d + 20) u < 0.1``.
     """
     return 1.0 - 4.0 * (d + 22) * UNIT_ROUNDOFF
 
@@ -321,28 +327,35 @@ def lanes_shrink(d):
 def delta_lanes_below(q, cq, x, cx, worst, shrink):
     """:func:`delta_row` of one row, or ``inf`` when a fast sum proves it ``>= worst``.
 
-    A screen, then the exact value: the squares of the differences (the same
-    terms as :func:`sq_dist_row`'s) are summed in four interleaved lanes,
-    ``((l_0 + l_1) + (l_2 + l_3))``, whose additions do not wait for each
-    other and read the row in order. Such a sum ``L`` of a prefix of the
-    terms, times ``shrink`` (:func:`lanes_shrink` of the dimension), is at
-    most the sequential sum ``S`` of all of them (rounded additions of
-    non-negative terms never decrease), so ``fl(fl(L shrink) / (c_q c_x)) >=
-    worst`` proves ``delta_row >= worst`` (rounding is monotone). The test
-    runs every :data:`LANES_STRIDE` coordinates and at the end; a row that
-    passes it gets :func:`delta_row`'s value, bit for bit, from the
-    sequential sum (a second pass over the row, now in cache).
+    A screen, then the exact value. The screen sums the squares of the
+    differences (the same terms as :func:`sq_dist_row`'s) in an order whose
+    additions do not wait for each other: the first :data:`LANES_STRIDE`
+    terms in four interleaved scalar lanes, ``((l_0 + l_1) + (l_2 + l_3))``;
+    every later block of :data:`LANES_STRIDE` in 2-wide vectors
+    (:func:`~hypann.geometry._vector_lanes.block_square_sum`), added to the
+    running sum; the last ``d % LANES_STRIDE`` one by one. (The first block
+    stays scalar: on clustered data most rows are abandoned after it, and in a
+    one-off timing vector code there made scans of rows read from memory
+    slower.) Such a sum ``L`` of a prefix of the terms, times ``shrink``
+    (:func:`lanes_shrink` of the dimension), is at most the sequential sum
+    ``S`` of all of them (rounded additions of non-negative terms never
+    decrease), so ``fl(fl(L shrink) / (c_q c_x)) >= worst`` proves
+    ``delta_row >= worst`` (rounding is monotone). The test runs after every
+    block and at the end; a row that passes it gets :func:`delta_row`'s
+    value, bit for bit, from the sequential sum (a second pass over the row,
+    now in cache).
     """
     d = q.shape[0]
     den = cq * cx
-    s0 = 0.0
-    s1 = 0.0
-    s2 = 0.0
-    s3 = 0.0
+    s = 0.0
     j = 0
-    while j + LANES_STRIDE <= d:
+    if d >= LANES_STRIDE:
+        s0 = 0.0
+        s1 = 0.0
+        s2 = 0.0
+        s3 = 0.0
         for b in range(LANES_STRIDE // 4):  # a constant trip count: unrolled
-            jb = j + 4 * b
+            jb = 4 * b
             t0 = np.float64(q[jb]) - np.float64(x[jb])
             t1 = np.float64(q[jb + 1]) - np.float64(x[jb + 1])
             t2 = np.float64(q[jb + 2]) - np.float64(x[jb + 2])
@@ -351,14 +364,20 @@ def delta_lanes_below(q, cq, x, cx, worst, shrink):
             s1 += t1 * t1
             s2 += t2 * t2
             s3 += t3 * t3
-        j += LANES_STRIDE
-        if ((s0 + s1) + (s2 + s3)) * shrink / den >= worst:
+        s = (s0 + s1) + (s2 + s3)
+        j = LANES_STRIDE
+        if s * shrink / den >= worst:
             return np.inf
-    while j < d:  # the last d % LANES_STRIDE terms, all into the first lane
-        t0 = np.float64(q[j]) - np.float64(x[j])
-        s0 += t0 * t0
+    while j + LANES_STRIDE <= d:
+        s += block_square_sum(q, x, j)
+        j += LANES_STRIDE
+        if s * shrink / den >= worst:
+            return np.inf
+    while j < d:
+        t = np.float64(q[j]) - np.float64(x[j])
+        s += t * t
         j += 1
-    if ((s0 + s1) + (s2 + s3)) * shrink / den >= worst:
+    if s * shrink / den >= worst:
         return np.inf
     return sq_dist_row(q, x) / den
 
