@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from hypann.geometry import _kernels, models, poincare as P
-from hypann.geometry._vector_lanes import BLOCK_SUM_DEPTH, LANE_BLOCK, block_square_sum
+from hypann.geometry._vector_lanes import BLOCK_SUM_DEPTH, LANE_BLOCK, add_row_squares4, block_square_sum
 from tests.conftest import ball_points
 
 mpmath.mp.dps = 60
@@ -352,6 +352,48 @@ def test_block_square_sum_checks_bounds_when_numba_does():
     for j in (5, -1):
         with pytest.raises(IndexError):
             _block_square_sum_checked(q, q, j)
+
+
+@nb.njit
+def _add_row_squares4(q, x0, x1, x2, x3, start, stop, sums):
+    return add_row_squares4(q, x0, x1, x2, x3, start, stop, sums[0], sums[1], sums[2], sums[3])
+
+
+@nb.njit(boundscheck=True)
+def _add_row_squares4_checked(q, x, start, stop):
+    return add_row_squares4(q, x, x, x, x, start, stop, 0.0, 0.0, 0.0, 0.0)
+
+
+@pytest.mark.kernels
+@given(st.integers(1, 90), st.integers(0, 2**32 - 1), st.lists(st.sampled_from([np.float64, np.float32]),
+       min_size=4, max_size=4), st.booleans(), st.data())
+def test_add_row_squares4_is_four_sequential_sums_bit_for_bit(d, seed, dtypes, strided, data):
+    """Each of the four vector lanes is its row's sum in order, as the scalar loop (Python floats)
+    gives it: rows of float32 or float64 in any mix, contiguous or strided, any start and stop."""
+    rng = np.random.default_rng(seed)
+    q = ball_points(rng, 1, d, min_conformal=1e-3)[0] * 0.5
+    rows = [(q + rng.choice([-1.0, 1.0], d) * 10.0 ** rng.uniform(-10, -1, d) / np.sqrt(d)).astype(dt)
+            for dt in dtypes]
+    if strided:
+        rows[1] = np.stack([rows[1], rows[1]], axis=1)[:, 1]
+    start = data.draw(st.integers(0, d))
+    stop = data.draw(st.integers(start, d))
+    sums = rng.uniform(0.0, 1.0, 4)
+    want = []
+    for x, s in zip(rows, sums):
+        s = float(s)
+        for i in range(start, stop):
+            s += (float(q[i]) - float(x[i])) ** 2
+        want.append(s)
+    assert _add_row_squares4(q, *rows, start, stop, sums) == tuple(want)
+
+
+def test_add_row_squares4_checks_bounds_when_numba_does():
+    q = np.zeros(8)
+    assert _add_row_squares4_checked(q, q, 0, 8) == (0.0,) * 4
+    for start, stop in ((0, 9), (-1, 3)):
+        with pytest.raises(IndexError):
+            _add_row_squares4_checked(q, q, start, stop)
 
 
 def test_delta_lanes_below_needs_its_shrink_factor():

@@ -38,7 +38,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from hypann.geometry._vector_lanes import LANE_BLOCK, block_square_sum
+from hypann.geometry._vector_lanes import LANE_BLOCK, add_row_squares4, block_square_sum
 
 _SPLITTER = 134217729.0  # 2**27 + 1, Veltkamp split for Dekker's exact product
 
@@ -258,7 +258,8 @@ def delta4_below(q, cq, x0, c0, x1, c1, x2, c2, x3, c3, worst):
 
     Each sum runs in :func:`sq_dist_row`'s order, so every finite result is
     :func:`delta_row`'s value bit for bit; the four chains of additions (and
-    the four rows' memory loads) overlap instead of waiting for each other.
+    the four rows' memory loads) overlap instead of waiting for each other,
+    as two 2-wide vectors (:func:`~hypann.geometry._vector_lanes.add_row_squares4`).
     Every :data:`ABANDON_STRIDE` coordinates, once all four prefixes pass the
     cheap screen ``p > worst c_q c_x``, the sums stop: a row whose prefix
     proves ``p / (c_q c_x) >= worst`` gets ``inf``, the others are finished
@@ -276,16 +277,7 @@ def delta4_below(q, cq, x0, c0, x1, c1, x2, c2, x3, c3, worst):
     j = 0
     while j < d:
         stop = min(j + ABANDON_STRIDE, d)
-        for jj in range(j, stop):
-            v = np.float64(q[jj])
-            t0 = v - np.float64(x0[jj])
-            t1 = v - np.float64(x1[jj])
-            t2 = v - np.float64(x2[jj])
-            t3 = v - np.float64(x3[jj])
-            s0 += t0 * t0
-            s1 += t1 * t1
-            s2 += t2 * t2
-            s3 += t3 * t3
+        s0, s1, s2, s3 = add_row_squares4(q, x0, x1, x2, x3, j, stop, s0, s1, s2, s3)
         j = stop
         if j < d and s0 > worst * n0 and s1 > worst * n1 and s2 > worst * n2 and s3 > worst * n3:
             break

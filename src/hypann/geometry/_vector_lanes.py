@@ -1,28 +1,35 @@
-"""A block of squared differences summed in 2-wide vectors (a numba intrinsic).
+"""Sums of squared differences in 2-wide vectors (numba intrinsics).
 
 numba runs LLVM without its SLP vectorizer (``NUMBA_SLP_VECTORIZE`` is 0 by
 default, and a library cannot change that process-wide setting for its users),
-so independent scalar sums compile to scalar code. :func:`block_square_sum`
-emits the vector operations directly. For the :data:`LANE_BLOCK` coordinates
-``j .. j + 15`` it forms the pairs
+so independent scalar sums compile to scalar code. The two intrinsics here emit
+the vector operations directly, each difference and square in float64 (float32
+coordinates are widened first), without fused multiply-add or reassociation:
 
-    ``v_s = ((q_{j+2s} - x_{j+2s})^2, (q_{j+2s+1} - x_{j+2s+1})^2)``,  ``s = 0 .. 7``,
+* :func:`block_square_sum`, one row: for the :data:`LANE_BLOCK` coordinates
+  ``j .. j + 15`` it forms the pairs
 
-each difference and square in float64 (float32 coordinates are widened
-first), adds them as a balanced tree ``((v_0 + v_1) + (v_2 + v_3)) + ((v_4 +
-v_5) + (v_6 + v_7))`` and returns the sum of the two lanes: a fixed
-summation tree of depth 4, without fused multiply-add or reassociation, so the
-same inputs always give the same bits.
+      ``v_s = ((q_{j+2s} - x_{j+2s})^2, (q_{j+2s+1} - x_{j+2s+1})^2)``,  ``s = 0 .. 7``,
+
+  adds them as a balanced tree ``((v_0 + v_1) + (v_2 + v_3)) + ((v_4 + v_5) +
+  (v_6 + v_7))`` and returns the sum of the two lanes: a fixed summation tree
+  of depth :data:`BLOCK_SUM_DEPTH`, so the same inputs always give the same bits
+  (the screen of a scan, whose bound counts that depth);
+* :func:`add_row_squares4`, four rows: each row's sum runs coordinate after
+  coordinate, as the scalar loop does, so each lane has that loop's bits
+  (exact ``delta`` values of four rows at once).
 
 Two lanes, not four or eight: in a one-off timing on this project's machine the
-4- and 8-wide forms made the scans slower when rows come from memory and most
-are abandoned after their first block, while the 2-wide form was not; 2-wide
-(SSE2 / NEON) operations are also available on every 64-bit x86 and Arm CPU.
+4- and 8-wide forms of :func:`block_square_sum` made the scans slower when rows
+come from memory and most are abandoned after their first block, while the
+2-wide form was not; 2-wide (SSE2 / NEON) operations are also available on
+every 64-bit x86 and Arm CPU.
 
-Contiguous rows are read with one 2-wide load per array and step; rows with
-other strides with two scalar loads. When numba checks bounds (``boundscheck``
-or ``NUMBA_BOUNDSCHECK=1``) the first and the last index of the block are
-checked, as indexed reads would be.
+Contiguous rows are read by :func:`block_square_sum` with one 2-wide load per
+array and step, other strides with two scalar loads. When numba checks bounds
+(``boundscheck`` or ``NUMBA_BOUNDSCHECK=1``) the indices are checked, as
+indexed reads would be: the first and the last of a block, every index of
+:func:`add_row_squares4`.
 """
 
 from llvmlite import ir
@@ -89,5 +96,83 @@ def block_square_sum(typingctx, q, x, j):
             level = [builder.fadd(level[i], level[i + 1]) for i in range(0, len(level), 2)]
         lanes = [builder.extract_element(level[0], ir.IntType(32)(lane)) for lane in range(_WIDTH)]
         return builder.fadd(lanes[0], lanes[1])
+
+    return sig, codegen
+
+
+def _load_double(context, builder, aryty, ary, index):
+    """``float64(a[index])`` of a 1-D array (bounds checked when numba checks them)."""
+    ptr = cgutils.get_item_pointer(context, builder, aryty, ary, [index], boundscheck=context.enable_boundscheck)
+    value = builder.load(ptr)
+    return builder.fpext(value, ir.DoubleType()) if aryty.dtype == types.float32 else value
+
+
+def _gather_pair(context, builder, first, second, index):
+    """``(float64(a[index]), float64(b[index]))`` of two 1-D arrays as a ``<2 x double>``.
+
+    Two float32 arrays are read as a ``<2 x float>`` widened at once; any
+    other pair element by element.
+    """
+    if first[0].dtype == types.float32 and second[0].dtype == types.float32:
+        check = context.enable_boundscheck
+        lanes = [builder.load(cgutils.get_item_pointer(context, builder, ty, ary, [index], boundscheck=check))
+                 for ty, ary in (first, second)]
+        vec = ir.Constant(ir.VectorType(ir.FloatType(), _WIDTH), ir.Undefined)
+        for lane, value in enumerate(lanes):
+            vec = builder.insert_element(vec, value, ir.IntType(32)(lane))
+        return builder.fpext(vec, ir.VectorType(ir.DoubleType(), _WIDTH))
+    vec = ir.Constant(ir.VectorType(ir.DoubleType(), _WIDTH), ir.Undefined)
+    for lane, (ty, ary) in enumerate((first, second)):
+        vec = builder.insert_element(vec, _load_double(context, builder, ty, ary, index), ir.IntType(32)(lane))
+    return vec
+
+
+@intrinsic
+def add_row_squares4(typingctx, q, x0, x1, x2, x3, start, stop, s0, s1, s2, s3):
+    """``s_r + sum_{i=start}^{stop-1} (q_i - x_r[i])^2`` for the four rows ``r = 0..3``, each sum in order.
+
+    Row ``r``'s sum adds its terms one after the other, exactly as the loop
+    ``for i in range(start, stop): s_r += (float64(q[i]) - float64(x_r[i]))**2``
+    does: the same operations in the same order, hence the same bits. The
+    four sums run as two 2-wide vectors (rows 0 and 1, rows 2 and 3), which
+    halves the instructions of four scalar chains.
+    """
+    rows = (x0, x1, x2, x3)
+    if not (_is_float_vector(q) and all(_is_float_vector(x) for x in rows)):
+        return None
+    if not (isinstance(start, types.Integer) and isinstance(stop, types.Integer)):
+        return None
+    sums = (s0, s1, s2, s3)
+    if not all(isinstance(s, types.Float) for s in sums):
+        return None
+    sig = types.UniTuple(types.float64, 4)(q, *rows, start, stop, *sums)
+
+    def codegen(context, builder, signature, args):
+        tys = signature.args
+        arrays = [(ty, context.make_array(ty)(context, builder, value)) for ty, value in zip(tys[:5], args[:5])]
+        begin = context.cast(builder, args[5], tys[5], types.intp)
+        end = context.cast(builder, args[6], tys[6], types.intp)
+        double2 = ir.VectorType(ir.DoubleType(), _WIDTH)
+        accumulators = []
+        for pair in range(2):
+            vec = ir.Constant(double2, ir.Undefined)
+            for lane in range(_WIDTH):
+                r = 2 * pair + lane
+                value = context.cast(builder, args[7 + r], tys[7 + r], types.float64)
+                vec = builder.insert_element(vec, value, ir.IntType(32)(lane))
+            accumulators.append(cgutils.alloca_once_value(builder, vec))
+        with cgutils.for_range(builder, end, start=begin) as loop:
+            qi = _load_double(context, builder, *arrays[0], loop.index)
+            splat = builder.insert_element(ir.Constant(double2, ir.Undefined), qi, ir.IntType(32)(0))
+            splat = builder.insert_element(splat, qi, ir.IntType(32)(1))
+            for pair, acc in enumerate(accumulators):
+                xv = _gather_pair(context, builder, arrays[1 + 2 * pair], arrays[2 + 2 * pair], loop.index)
+                diff = builder.fsub(splat, xv)
+                builder.store(builder.fadd(builder.load(acc), builder.fmul(diff, diff)), acc)
+        out = []
+        for acc in accumulators:
+            vec = builder.load(acc)
+            out.extend(builder.extract_element(vec, ir.IntType(32)(lane)) for lane in range(_WIDTH))
+        return context.make_tuple(builder, signature.return_type, out)
 
     return sig, codegen
