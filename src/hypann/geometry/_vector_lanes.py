@@ -100,10 +100,15 @@ def block_square_sum(typingctx, q, x, j):
     return sig, codegen
 
 
+def _load_element(context, builder, aryty, ary, index):
+    """``a[index]`` of a 1-D array in its own dtype (bounds checked when numba checks them)."""
+    return builder.load(cgutils.get_item_pointer(context, builder, aryty, ary, [index],
+                                                 boundscheck=context.enable_boundscheck))
+
+
 def _load_double(context, builder, aryty, ary, index):
     """``float64(a[index])`` of a 1-D array (bounds checked when numba checks them)."""
-    ptr = cgutils.get_item_pointer(context, builder, aryty, ary, [index], boundscheck=context.enable_boundscheck)
-    value = builder.load(ptr)
+    value = _load_element(context, builder, aryty, ary, index)
     return builder.fpext(value, ir.DoubleType()) if aryty.dtype == types.float32 else value
 
 
@@ -113,18 +118,12 @@ def _gather_pair(context, builder, first, second, index):
     Two float32 arrays are read as a ``<2 x float>`` widened at once; any
     other pair element by element.
     """
-    if first[0].dtype == types.float32 and second[0].dtype == types.float32:
-        check = context.enable_boundscheck
-        lanes = [builder.load(cgutils.get_item_pointer(context, builder, ty, ary, [index], boundscheck=check))
-                 for ty, ary in (first, second)]
-        vec = ir.Constant(ir.VectorType(ir.FloatType(), _WIDTH), ir.Undefined)
-        for lane, value in enumerate(lanes):
-            vec = builder.insert_element(vec, value, ir.IntType(32)(lane))
-        return builder.fpext(vec, ir.VectorType(ir.DoubleType(), _WIDTH))
-    vec = ir.Constant(ir.VectorType(ir.DoubleType(), _WIDTH), ir.Undefined)
+    both_float32 = first[0].dtype == types.float32 and second[0].dtype == types.float32
+    load = _load_element if both_float32 else _load_double
+    vec = ir.Constant(ir.VectorType(ir.FloatType() if both_float32 else ir.DoubleType(), _WIDTH), ir.Undefined)
     for lane, (ty, ary) in enumerate((first, second)):
-        vec = builder.insert_element(vec, _load_double(context, builder, ty, ary, index), ir.IntType(32)(lane))
-    return vec
+        vec = builder.insert_element(vec, load(context, builder, ty, ary, index), ir.IntType(32)(lane))
+    return builder.fpext(vec, ir.VectorType(ir.DoubleType(), _WIDTH)) if both_float32 else vec
 
 
 @intrinsic
