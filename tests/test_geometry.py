@@ -263,11 +263,24 @@ def test_sq_dist_pair_is_two_sq_dist_rows_bit_for_bit(d, seed, dtype):
     assert _kernels.sq_dist_pair(a, q, q) == (_kernels.sq_dist_row(a, q),) * 2
 
 
+def _mixed_scale_row(rng, q, dtype):
+    """A row whose coordinate differences from ``q`` span ten orders of magnitude (so sums of their
+    squares in different orders round differently), well inside the ball when ``q`` is."""
+    d = q.shape[0]
+    return (q + rng.choice([-1.0, 1.0], d) * 10.0 ** rng.uniform(-10, -1, d) / np.sqrt(d)).astype(dtype)
+
+
+def _strided(x):
+    """``x`` as a column of a 2-D array: the same values, not contiguous (numpy calls one value contiguous)."""
+    column = np.stack([-x, x], axis=1)[:, 1]
+    assert column.size < 2 or not column.flags.c_contiguous
+    return column
+
+
 def _mixed_scale_pair(rng, d, dtype):
-    """A query and a row whose coordinate differences span ten orders of magnitude (so sums of their
-    squares in different orders round differently), both well inside the ball."""
+    """A query and a :func:`_mixed_scale_row` of it, both well inside the ball."""
     q = ball_points(rng, 1, d, min_conformal=1e-3)[0] * 0.5
-    x = (q + rng.choice([-1.0, 1.0], d) * 10.0 ** rng.uniform(-10, -1, d) / np.sqrt(d)).astype(dtype)
+    x = _mixed_scale_row(rng, q, dtype)
     cq = _kernels.conformal_factor(q[None, :])[0]
     cx = _kernels.conformal_factor(x.astype(np.float64)[None, :])[0]
     return q, cq, x, cx
@@ -327,9 +340,7 @@ def test_block_square_sum_is_its_fixed_tree_bit_for_bit(d, seed, dtype, strided,
     rng = np.random.default_rng(seed)
     q, _, x, _ = _mixed_scale_pair(rng, d, dtype)  # differences over ten orders of magnitude: order matters
     if strided:
-        x = np.stack([x, -x, x], axis=1)[:, 0]
-        q = np.stack([-q, q], axis=1)[:, 1]
-        assert not x.flags.c_contiguous
+        q, x = _strided(q), _strided(x)
     j = data.draw(st.integers(0, d - LANE_BLOCK))
     assert _block_square_sum(q, x, j) == _block_square_sum_reference(q, x, j)
     assert BLOCK_SUM_DEPTH == 4 and LANE_BLOCK == 16  # the depth lanes_shrink's bound counts
@@ -372,10 +383,9 @@ def test_add_row_squares4_is_four_sequential_sums_bit_for_bit(d, seed, dtypes, s
     gives it: rows of float32 or float64 in any mix, contiguous or strided, any start and stop."""
     rng = np.random.default_rng(seed)
     q = ball_points(rng, 1, d, min_conformal=1e-3)[0] * 0.5
-    rows = [(q + rng.choice([-1.0, 1.0], d) * 10.0 ** rng.uniform(-10, -1, d) / np.sqrt(d)).astype(dt)
-            for dt in dtypes]
+    rows = [_mixed_scale_row(rng, q, dt) for dt in dtypes]
     if strided:
-        rows[1] = np.stack([rows[1], rows[1]], axis=1)[:, 1]
+        rows[1] = _strided(rows[1])
     start = data.draw(st.integers(0, d))
     stop = data.draw(st.integers(start, d))
     sums = rng.uniform(0.0, 1.0, 4)
