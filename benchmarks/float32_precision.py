@@ -17,13 +17,17 @@ queries from the same family, k = 10):
   point's while their float64 coordinates differ;
 * ``max norm``: the largest hyperbolic norm in the data (float32 resolution
   near the boundary is ``~6e-8`` in ``|x|``, i.e. ``1-|x|^2`` is rounded at
-  ``~1e-7``, hyperbolic norm ~16).
+  ``~1e-7``, hyperbolic norm ~16);
+* ``check changed`` and ``warns``: the build's own check (:mod:`hypann.rounding`):
+  how many of the 256 points nearest the boundary had the distance to their
+  nearest neighbour changed by more than 10 % by the rounding, and whether
+  the build warned (``Float32PrecisionWarning``).
 
 Usage::
 
     PYTHONPATH=src nice python benchmarks/float32_precision.py [--n 20000 --queries 500]
 
-Writes ``results/float32_precision.json`` and prints a markdown table.
+Writes ``results/float32_precision_n<n>.json`` and prints a markdown table.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMB
 
 import argparse  # noqa: E402
 import sys  # noqa: E402
+import warnings  # noqa: E402
 
 import numpy as np  # noqa: E402
 
@@ -47,7 +52,12 @@ def measure(name, X, Q, k=10):
     from hypann.geometry.poincare import dist, dist0
 
     exact = hypann.HyperbolicIndex(n_jobs=1).build(X).search(Q, k)
-    f32 = hypann.HyperbolicIndex(storage="float32", n_jobs=1).build(X).search(Q, k)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", hypann.Float32PrecisionWarning)
+        f32_index = hypann.HyperbolicIndex(storage="float32", n_jobs=1).build(X)
+    warned = any(issubclass(w.category, hypann.Float32PrecisionWarning) for w in caught)
+    check = f32_index.float32_rounding_
+    f32 = f32_index.search(Q, k)
     true_of_f32 = dist(Q[:, None, :], X[f32.indices])  # true float64 distances of the float32 answers
     recall = np.mean([len(set(a) & set(b)) / k for a, b in zip(exact.indices.tolist(), f32.indices.tolist())])
     kth = exact.distances[:, -1]
@@ -62,7 +72,8 @@ def measure(name, X, Q, k=10):
             "min_conformal": float(np.min(1.0 - np.einsum("ij,ij->i", X, X))),
             "recall_at_10": float(recall), "kth_ratio_max": float(ratio.max()),
             "dist_rel_err_median": float(np.median(rel)) if rel.size else 0.0,
-            "dist_rel_err_max": float(rel.max()) if rel.size else 0.0, "collapsed": float(collapsed)}
+            "dist_rel_err_max": float(rel.max()) if rel.size else 0.0, "collapsed": float(collapsed),
+            "check_changed": f"{check.changed}/{check.sampled}", "warns": warned}
 
 
 def main():
@@ -75,7 +86,8 @@ def main():
 
     rows = []
     for d in (10, 100):
-        for fam in ("hierarchical_tree", "gaussian_mixture", "hyperbolic_uniform", "boundary_heavy", "wordnet_nouns"):
+        for fam in ("hierarchical_tree", "gaussian_mixture", "hyperbolic_uniform", "boundary_heavy", "duplicates",
+                    "wordnet_nouns"):
             data = getattr(families, fam)(args.n + args.queries, d, seed=1)
             data = np.asarray(getattr(data, "points", data), dtype=np.float64)
             rng = np.random.default_rng(0)
@@ -84,9 +96,9 @@ def main():
             rows.append(measure(f"{fam}", X, Q))
             print(rows[-1], file=sys.stderr, flush=True)
     cols = ["data", "d", "n", "max_norm", "min_conformal", "recall_at_10", "kth_ratio_max", "dist_rel_err_median",
-            "dist_rel_err_max", "collapsed"]
+            "dist_rel_err_max", "collapsed", "check_changed", "warns"]
     print(markdown_table(rows, cols))
-    print("\nwrote", write_json("float32_precision", {"params": vars(args), "rows": rows}))
+    print("\nwrote", write_json(f"float32_precision_n{args.n}", {"params": vars(args), "rows": rows}))
 
 
 if __name__ == "__main__":

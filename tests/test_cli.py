@@ -64,6 +64,18 @@ def test_storage_option_builds_a_float32_index(tmp_path, rng, capsys):
     assert code == 2 and "argument --storage: invalid choice: 'float16'" in err
 
 
+def test_float32_rounding_warning_is_one_line(tmp_path, rng, capsys):
+    """Points that float32 merges near the boundary: the build says so on one line and still succeeds."""
+    centres = rng.standard_normal((200, 4))
+    centres *= np.sqrt(1.0 - 1e-10) / np.linalg.norm(centres, axis=1, keepdims=True)
+    np.save(tmp_path / "X.npy", np.vstack([centres, centres + 1e-12 * rng.standard_normal(centres.shape)]))
+    code, err = _run(["build", str(tmp_path / "X.npy"), "-o", str(tmp_path / "idx"), "--storage", "float32"], capsys)
+    assert code == 0 and (tmp_path / "idx").exists()
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("hypann: warning: storage='float32' changes distances near the "
+                                                   "boundary: of the 256 points nearest it")
+
+
 def test_errors_are_messages_not_tracebacks(tmp_path, capsys):
     np.save(tmp_path / "bad.npy", np.array([[2.0, 0.0]]))
     assert main(["build", str(tmp_path / "bad.npy"), "-o", str(tmp_path / "i")]) == 2

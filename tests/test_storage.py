@@ -9,6 +9,8 @@ smallest ``delta`` (ties allowed) and every distance must match.
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 from hypothesis import given
@@ -213,3 +215,80 @@ def test_float32_unsupported_algorithms_say_what_is_supported(algorithm):
     with pytest.raises(ValueError, match=r"storage='float32' is supported by the algorithms 'auto', 'hkdtree', 'brute', 'graph' .*"
                                          rf"got algorithm='{algorithm}'; use storage='float64'"):
         hypann.HyperbolicIndex(algorithm=algorithm, storage="float32").build(np.zeros((5, 2)))
+
+
+# --------------------------------------------------------------------------- the float32 rounding check
+
+
+def _merged_by_float32(rng, n, d):
+    """Pairs of distinct float64 points that round to one float32 point, far out (``1-|x|^2`` about 1e-10)."""
+    centres = ball_points(rng, n // 2, d, min_conformal=1e-10)
+    centres *= np.sqrt(1.0 - 1e-10) / np.linalg.norm(centres, axis=1, keepdims=True)
+    twins = centres + 1e-12 * rng.standard_normal(centres.shape)  # far below float32's resolution at |x| ~ 1
+    return np.vstack([centres, twins])
+
+
+def test_float32_storage_warns_when_rounding_merges_points_near_the_boundary():
+    from hypann.rounding import CHANGED_RELATIVE, Float32PrecisionWarning
+
+    X = _merged_by_float32(np.random.default_rng(0), 400, 5)
+    assert len(np.unique(X.astype(np.float32), axis=0)) < len(np.unique(X, axis=0))  # float32 merges points
+    for algorithm in ("auto", "graph"):
+        with pytest.warns(Float32PrecisionWarning, match=r"storage='float32' changes distances near the boundary: "
+                                                          r"of the 256 points nearest it .*build with storage='float64'"):
+            index = hypann.HyperbolicIndex(algorithm=algorithm, storage="float32").build(X)
+        report = index.float32_rounding_
+        assert report.sampled == 256 and report.harmful
+        assert report.changed > 0.5 * report.sampled and report.median_change > CHANGED_RELATIVE
+        assert report.min_conformal == pytest.approx(conformal_factor(X).min(), rel=1e-9)
+
+
+def test_float32_storage_does_not_warn_away_from_the_boundary_or_on_float32_input():
+    from hypann.rounding import Float32PrecisionWarning
+
+    rng = np.random.default_rng(1)
+    X = ball_points(rng, 2000, 6, min_conformal=1e-3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", Float32PrecisionWarning)
+        index = hypann.HyperbolicIndex(storage="float32").build(X)
+        report = index.float32_rounding_
+        assert report.changed == 0 and not report.harmful and report.max_change < 1e-4
+        # float32 input at c = 1 is stored as it is: nothing to check
+        assert hypann.HyperbolicIndex(storage="float32").build(X.astype(np.float32)).float32_rounding_ is None
+        assert hypann.HyperbolicIndex(storage="float32").build(X[:1]).float32_rounding_ is None
+        # at another curvature it is scaled to the unit ball and rounded again: checked
+        X3 = (X / np.sqrt(3.0)).astype(np.float32)
+        assert hypann.HyperbolicIndex(storage="float32", c=3.0).build(X3).float32_rounding_.sampled == 256
+    assert not hasattr(hypann.HyperbolicIndex().build(X[:50]), "float32_rounding_")
+
+
+@pytest.mark.parametrize(("model", "c"), [("poincare", 2.0), ("lorentz", 1.0)])
+def test_float32_rounding_check_in_other_models_and_curvatures(model, c):
+    from hypann.geometry.models import poincare_to_lorentz
+    from hypann.rounding import Float32PrecisionWarning
+
+    X = _merged_by_float32(np.random.default_rng(2), 300, 4)
+    Xin = poincare_to_lorentz(X) / np.sqrt(c) if model == "lorentz" else X / np.sqrt(c)
+    with pytest.warns(Float32PrecisionWarning):
+        index = hypann.HyperbolicIndex(model=model, c=c, storage="float32").build(Xin)
+    assert index.float32_rounding_.harmful
+
+
+def test_relative_change_of_pairs():
+    from hypann.rounding import boundary_sample, relative_change, rounding_report
+
+    x = np.array([[0.5, 0.0], [0.1, 0.2], [0.3, 0.3], [0.0, 0.0]])
+    y = np.array([[0.5, 0.0], [0.1, 0.25], [0.3, 0.31], [0.0, 0.0]])
+    cx, cy = conformal_factor(x), conformal_factor(y)
+    d64 = hypann.geometry.poincare.dist(x, y)
+    stored = np.array([0.0, d64[1], 0.0, 1.0])  # duplicates stay; exact; merged; apart from a duplicate
+    change = relative_change(stored, x, cx, y, cy)
+    np.testing.assert_array_equal(change, [0.0, 0.0, 1.0, np.inf])
+    np.testing.assert_allclose(relative_change(1.5 * d64[1:2], x[1:2], cx[1:2], y[1:2], cy[1:2]), [0.5], rtol=1e-12)
+    # in curvature -c the float64 distance is the unit-ball one over sqrt(c)
+    np.testing.assert_allclose(relative_change(d64[1:2] / 2.0, x[1:2], cx[1:2], y[1:2], cy[1:2], c=4.0), [0.0],
+                               atol=1e-15)
+    report = rounding_report(change, 0.25)
+    assert (report.sampled, report.changed, report.max_change) == (4, 2, np.inf) and report.harmful
+    np.testing.assert_array_equal(boundary_sample(np.array([0.5, 0.1, 0.9, 0.2]), 2), [1, 3])
+    np.testing.assert_array_equal(boundary_sample(np.array([0.5, 0.1]), 5), [0, 1])

@@ -29,6 +29,7 @@ _EXPORTS = {
     "SearchResult": "hypann.result",
     "SearchStats": "hypann.result",
     "RangeSearchResult": "hypann.result",
+    "Float32PrecisionWarning": "hypann.rounding",
     "ShardedIndex": "hypann.distributed",
 }
 _SUBPACKAGES = ("datasets", "eval", "geometry", "graph", "oracles", "search", "sklearn", "embed", "distributed")
@@ -60,4 +61,4 @@ def __dir__():
 
 
 __all__ = ["HyperbolicIndex", "DEFAULT_ALGORITHM", "verify_file", "SearchResult", "SearchStats", "RangeSearchResult", "load",
-           "read_metadata", "__version__"]
+           "read_metadata", "Float32PrecisionWarning", "__version__"]

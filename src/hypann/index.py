@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 import logging
 import os
+import warnings
 
 import numpy as np
 
@@ -16,6 +17,7 @@ from hypann.geometry.gram_scan import knn_delta_scan
 from hypann.geometry.poincare import delta_from_dist, dist_from_delta
 from hypann.oracles.base import EuclideanOracle
 from hypann.result import RangeSearchResult, SearchResult, SearchStats
+from hypann.rounding import Float32PrecisionWarning, boundary_sample, relative_change, rounding_report
 from hypann.search.hyperbolic_kdtree import _build_tree, _search_exact
 from hypann.search.registry import algorithm_class, available_algorithms, make_algorithm
 from hypann.settings import DEFAULT_K
@@ -138,7 +140,7 @@ class HyperbolicIndex:
         use all cores. Results are identical for any thread count.
     storage : {"float64", "float32"}, default "float64"
         dtype of the stored coordinates. ``"float32"`` halves the memory and
-        file size of the points (``"hkdtree"`` and ``"brute"`` only). The
+        file size of the points (:data:`FLOAT32_ALGORITHMS` only). The
         conformal factor ``1-|x|^2`` of every point stays float64, computed as
         always from the caller's own float64 coordinates, and every distance is
         computed in float64 from the float32 coordinates (converted exactly)
@@ -152,7 +154,13 @@ class HyperbolicIndex:
         neighbours at hyperbolic distance well above ``2^-24 e^h`` at
         hyperbolic norm ``h`` and decides close pairs far out
         (``docs/storage.md`` has the measured effect). If the data were
-        float32 already, nothing is lost.
+        float32 already, nothing is lost. Otherwise :meth:`build` checks the
+        points nearest the boundary (:mod:`hypann.rounding`): when rounding
+        changed the distance to the nearest neighbour by more than 10 % for
+        more than a tenth of them, it warns with a
+        :class:`~hypann.rounding.Float32PrecisionWarning`. The check's
+        :class:`~hypann.rounding.RoundingReport` is kept as
+        ``float32_rounding_``.
     verbose : bool, default True
         Show a progress bar (tqdm, on stderr, only when stderr is a terminal)
         for :meth:`search` batches of more than :data:`PROGRESS_MIN_QUERIES`
@@ -255,7 +263,35 @@ class HyperbolicIndex:
             points, conformal = self._check_points_blockwise(X)
         else:
             points, conformal = V.check_points(X, name="X", model=self.model, c=self.c)
-        return self._build_validated(points, conformal)
+        self._build_validated(points, conformal)
+        if self.storage == "float32":
+            self._check_float32_rounding(X)
+        return self
+
+    def _check_float32_rounding(self, X):
+        """Warn (:class:`~hypann.rounding.Float32PrecisionWarning`) when rounding the built points to float32
+        changed the nearest-neighbour distances of the points nearest the boundary (:mod:`hypann.rounding`).
+
+        Sets ``float32_rounding_``: the :class:`~hypann.rounding.RoundingReport`, or ``None`` when there is
+        nothing to check (float32 input in the unit ball, which the rounding leaves as it is, or fewer than
+        two points).
+        """
+        self.float32_rounding_ = None
+        if (getattr(X, "dtype", None) == np.float32 and self.c == 1.0) or self.n_points_ < 2:
+            return
+        conformal = self.conformal_  # row order (the kd-tree has put the build's array in its own)
+        rows = boundary_sample(conformal)
+        x, x_conformal = V.check_points(np.asarray(X)[rows], name="X", model=self.model, c=self.c)
+        found = self._search_validated(x.astype(np.float32).astype(np.float64), x_conformal, 2)
+        other = found.indices[:, 0] == rows  # the nearest other point: the second when the first is the point itself
+        neighbours = np.where(other, found.indices[:, 1], found.indices[:, 0])
+        stored = np.where(other, found.distances[:, 1], found.distances[:, 0])
+        y, y_conformal = V.check_points(np.asarray(X)[neighbours], name="X", model=self.model, c=self.c)
+        change = relative_change(stored, x, x_conformal, y, y_conformal, c=self.c)
+        report = rounding_report(change, conformal[rows].min())
+        self.float32_rounding_ = report
+        if report.harmful:
+            warnings.warn(report.message(), Float32PrecisionWarning, stacklevel=3)
 
     def _check_points_blockwise(self, X):
         """:func:`hypann._validation.check_points` of ``X`` block by block, into points of the ``storage`` dtype.

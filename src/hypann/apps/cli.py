@@ -20,6 +20,7 @@ import argparse
 import json
 import os
 import sys
+import warnings
 
 import numpy as np
 
@@ -379,6 +380,11 @@ def _one_line(exc):
     return text or type(exc).__name__
 
 
+def _show_warning(message, category, filename, lineno, file=None, line=None):
+    """``warnings.showwarning`` of the command line: one line on stderr, ``hypann: warning: <message>``."""
+    print(f"hypann: warning: {_one_line(message)}", file=sys.stderr)
+
+
 def _silence_stdout():
     """Point stdout at /dev/null so that the interpreter's final flush into a closed pipe is quiet."""
     try:
@@ -392,7 +398,9 @@ def main(argv=None):
     """Run the command line; returns the exit status (see the module docstring)."""
     args = build_parser().parse_args(argv)
     try:
-        return args.func(args) or 0
+        with warnings.catch_warnings():
+            warnings.showwarning = _show_warning
+            return args.func(args) or 0
     except BrokenPipeError:
         _silence_stdout()
         return EXIT_BROKEN_PIPE
