@@ -29,7 +29,7 @@ LAYERS = (
     ("geometry", ("hypann.geometry", "hypann._validation", "hypann._params")),
     ("oracles", ("hypann.oracles",)),
     ("search", ("hypann.search", "hypann.graph")),
-    ("index", ("hypann.index", "hypann.io", "hypann.updates", "hypann.settings")),
+    ("index", ("hypann.index", "hypann.io", "hypann.updates", "hypann.settings", "hypann.rounding")),
     ("library", ("hypann.sklearn", "hypann.datasets", "hypann.eval", "hypann.distributed", "hypann.embed")),
     ("facade", ("hypann",)),  # the package's __init__: lazy public names over every layer below
     ("apps", ("hypann.apps",)),
