@@ -88,7 +88,11 @@ def main():
     for d in (10, 100):
         for fam in ("hierarchical_tree", "gaussian_mixture", "hyperbolic_uniform", "boundary_heavy", "duplicates",
                     "wordnet_nouns"):
-            data = getattr(families, fam)(args.n + args.queries, d, seed=1)
+            try:
+                data = getattr(families, fam)(args.n + args.queries, d, seed=1)
+            except ValueError as exc:  # a data set of fixed size (the WordNet nouns) smaller than asked: skipped
+                print(f"skipped {fam} {d}-D: {exc}", file=sys.stderr, flush=True)
+                continue
             data = np.asarray(getattr(data, "points", data), dtype=np.float64)
             rng = np.random.default_rng(0)
             perm = rng.permutation(len(data))
