@@ -15,6 +15,10 @@ and the per-query time of the same index in a batch of ``--queries`` queries.
 ``benchmarks/families_peers.py`` measures single-query latency through the
 public API; this script says how much of it is per-call overhead.
 
+``--model lorentz`` builds and queries the hypann indexes with the same points
+on the hyperboloid (``poincare_to_lorentz``); the inner calls take the
+unit-ball queries as before.
+
 ``--n-jobs 2`` (under ``NUMBA_NUM_THREADS=2``) builds the hypann indexes with
 two threads: a one-query scan long enough to split its rows
 (``hypann.geometry.gram_scan.SPLIT_SCAN_MIN_WORK``) then runs on both.
@@ -24,7 +28,8 @@ Usage::
     NUMBA_NUM_THREADS=1 python benchmarks/single_query_overhead.py
     NUMBA_NUM_THREADS=1 python benchmarks/single_query_overhead.py --families hierarchical_tree,gaussian_mixture --dims 10,100
 
-Prints a table per family and a markdown table; writes ``results/single_query_overhead.json``.
+Prints a table per family and a markdown table; writes ``results/<--output>.json`` (default
+``single_query_overhead``).
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ from _common import markdown_table, write_json
 from hypann.datasets.base import holdout_split
 from hypann.datasets.families import make_family
 from hypann.geometry import _kernels
+from hypann.geometry.models import poincare_to_lorentz
 
 K = 10
 
@@ -75,16 +81,20 @@ def measure_family(family, dim, args):
     base, queries = points[base_ids], points[query_ids]
     q_conf = _kernels.conformal_factor(queries)
     m = len(queries)
+    if args.model == "lorentz":
+        base_in, queries_in = poincare_to_lorentz(base), poincare_to_lorentz(queries)
+    else:
+        base_in, queries_in = base, queries
     rows = []
     for algorithm in ("graph", "hkdtree", "auto"):
         index = hypann.HyperbolicIndex(algorithm=algorithm, n_jobs=args.n_jobs, verbose=False,
-                                       random_state=args.seed).build(base)
-        public = per_call_us(lambda i: index.search(queries[i:i + 1], K), m)
-        batch = batch_us(lambda q: index.search(q, K), queries)
+                                       random_state=args.seed, model=args.model).build(base_in)
+        public = per_call_us(lambda i: index.search(queries_in[i:i + 1], K), m)
+        batch = batch_us(lambda q: index.search(q, K), queries_in)
         inner_obj = index.algorithm_.graph_ if algorithm == "graph" else index.algorithm_
         inner = per_call_us(lambda i: inner_obj.search(queries[i:i + 1], q_conf[i:i + 1], K), m)
-        rows.append({"family": family, "dim": dim, "method": algorithm, "public_us": public, "inner_us": inner,
-                     "batch_us": batch})
+        rows.append({"family": family, "dim": dim, "model": args.model, "method": algorithm, "public_us": public,
+                     "inner_us": inner, "batch_us": batch})
     if not args.no_pynndescent:
         from pynndescent import NNDescent
 
@@ -96,8 +106,8 @@ def measure_family(family, dim, args):
         for eps in (0.0, 0.1, 0.2):
             single = per_call_us(lambda i: index.query(lifted_queries[i:i + 1], k=K, epsilon=eps), m)
             batch = batch_us(lambda q: index.query(q, k=K, epsilon=eps), lifted_queries)
-            rows.append({"family": family, "dim": dim, "method": f"pynndescent epsilon={eps}", "public_us": single,
-                         "inner_us": None, "batch_us": batch})
+            rows.append({"family": family, "dim": dim, "model": "poincare", "method": f"pynndescent epsilon={eps}",
+                         "public_us": single, "inner_us": None, "batch_us": batch})
     return rows
 
 
@@ -108,7 +118,10 @@ def main(argv=None):
     ap.add_argument("--n", type=int, default=20_000)
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--output", default="single_query_overhead", help="name of the JSON file under results/")
     ap.add_argument("--no-pynndescent", action="store_true")
+    ap.add_argument("--model", choices=["poincare", "lorentz"], default="poincare",
+                    help="the model of the hypann indexes' input points and queries")
     ap.add_argument("--n-jobs", type=int, default=1,
                     help="threads of the hypann indexes (run with NUMBA_NUM_THREADS at least this); pynndescent: 1")
     args = ap.parse_args(argv)
@@ -129,9 +142,9 @@ def main(argv=None):
                 print(f"{r['method']:26s} {r['public_us']:20.1f} {inner:>20s} {r['batch_us']:20.1f}", flush=True)
     table = markdown_table([{**r, "public_us": f"{r['public_us']:.1f}", "batch_us": f"{r['batch_us']:.1f}",
                              "inner_us": "" if r["inner_us"] is None else f"{r['inner_us']:.1f}"} for r in rows],
-                           ["family", "dim", "method", "public_us", "inner_us", "batch_us"])
+                           ["family", "dim", "model", "method", "public_us", "inner_us", "batch_us"])
     print(table)
-    print("wrote", write_json("single_query_overhead", {"args": vars(args), "rows": rows, "load": os.getloadavg()}))
+    print("wrote", write_json(args.output, {"args": vars(args), "rows": rows, "load": os.getloadavg()}))
 
 
 if __name__ == "__main__":

@@ -378,8 +378,8 @@ def test_one_plain_query_takes_the_compiled_path_and_answers_as_the_batch(data, 
 
 
 def test_the_checked_path_answers_what_the_fast_path_does_not_take(data):
-    """Graph with exact=True, brute force, a budget, a list, a numpy bool k, two rows, Lorentz input, points
-    added: each still answers (through the checked path) as its batch, or reports what is wrong."""
+    """Graph with exact=True, brute force, a budget, a list, a numpy bool k, two rows, points added: each
+    still answers (through the checked path) as its batch, or reports what is wrong; so does Lorentz input."""
     X, Q = data
     for config in (dict(algorithm="graph", exact=True), dict(algorithm="brute")):
         index = hypann.HyperbolicIndex(random_state=0, verbose=False, **config).build(X)
@@ -494,3 +494,128 @@ def test_the_structures_one_query_calls_check_their_arguments(data):
         assert structure.search_coordinates(np.array([[0.1, np.nan, 0, 0, 0]]), 1.0, 4) is None
     with pytest.raises(ValueError, match="ef must be"):
         graph.search_coordinates(Q[:1], 1.0, 4, ef=0)
+
+
+# --- hyperboloid rows: the same one-query path -------------------------------------------------
+
+def _lorentz_row(d, hyperbolic_norm, c, dtype, seed):
+    """A point of the hyperboloid of curvature ``-c`` at ``hyperbolic_norm`` from the origin, as ``dtype``."""
+    from hypann.geometry.models import poincare_to_lorentz
+
+    rng = np.random.default_rng(seed)
+    u = rng.normal(size=d)
+    u /= np.linalg.norm(u)
+    return poincare_to_lorentz(np.tanh(hyperbolic_norm / 2.0) * u / np.sqrt(c), c=c).astype(dtype)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.integers(1, 12),
+    st.floats(0.0, 37.0),
+    st.sampled_from([1.0, 0.25, 3.7]),
+    st.sampled_from([np.float64, np.float32]),
+    st.integers(0, 2**32 - 1),
+)
+def test_fast_lorentz_check_equals_the_full_check(d, hyperbolic_norm, c, dtype, seed):
+    """A hyperboloid row, from the origin to hyperbolic norm 37: the serial kernel's point and factor are the
+    full check's, bit for bit, or both refuse the row with the same message."""
+    x = _lorentz_row(d, hyperbolic_norm, c, dtype, seed)
+    try:
+        full = _full_check(x, model="lorentz", c=c)
+    except ValueError as exc:
+        with pytest.raises(ValueError, match=str(exc)[:40].replace("(", r"\(").replace("[", r"\[")):
+            V.check_points(x[None, :], model="lorentz", c=c)
+        return
+    fast = V.check_points(x[None, :], model="lorentz", c=c)
+    np.testing.assert_array_equal(fast[0], full[0])
+    np.testing.assert_array_equal(fast[1], full[1])
+    assert fast[0].shape == (1, d) and fast[0].dtype == np.float64 and fast[0].flags.c_contiguous
+
+
+def test_lorentz_kernels_agree_with_the_numpy_formulas():
+    """``lorentz_points`` against :mod:`hypann.geometry.models` (numpy, another summation order): a few ulps."""
+    from hypann.geometry.models import lorentz_conformal_factor, lorentz_to_poincare, poincare_to_lorentz
+
+    rng = np.random.default_rng(5)
+    for c in (1.0, 0.3, 4.0):
+        X = poincare_to_lorentz(ball_points(rng, 300, 6, min_conformal=1e-14) / np.sqrt(c), c=c)
+        points, conformal, residual = _kernels.lorentz_points(X, c)
+        np.testing.assert_allclose(conformal, lorentz_conformal_factor(X, c=c), rtol=4e-16 * 8, atol=0)
+        np.testing.assert_allclose(points, np.sqrt(c) * lorentz_to_poincare(X, c=c), rtol=1e-14, atol=1e-300)
+        assert (residual <= _kernels.LORENTZ_CONSTRAINT_RTOL).all()
+        few = _kernels.few_lorentz_points(X[:3], c)
+        np.testing.assert_array_equal(few[0], points[:3])
+        np.testing.assert_array_equal(few[1], conformal[:3])
+        assert few[2] > 0
+    bad = np.array([[np.nan, 0.0, 0.0], [-1.0, 0.0, 0.0], [1.0, 0.5, 0.0], [np.inf, 0.0, 0.0], [2.0, np.inf, 1.0]])
+    residual = _kernels.lorentz_points(bad, 1.0)[2]
+    assert not (residual <= _kernels.LORENTZ_CONSTRAINT_RTOL).any()
+    for row in bad:
+        assert _kernels.few_lorentz_points(row[None, :], 1.0)[2] == -np.inf
+
+
+LORENTZ_CONFIGS = [
+    dict(algorithm="graph"),
+    dict(algorithm="hkdtree"),
+    dict(algorithm="auto", scan_fraction=1.0),
+    dict(algorithm="graph", storage="float32", c=0.5),
+    dict(algorithm="hkdtree", storage="float32", c=2.0),
+]
+
+
+@pytest.mark.parametrize("config", LORENTZ_CONFIGS, ids=lambda c: ",".join(f"{k}={v}" for k, v in c.items()))
+def test_one_lorentz_query_takes_the_compiled_path_and_answers_as_the_batch(data, config):
+    from hypann.geometry.models import poincare_to_lorentz
+
+    X, Q = data
+    c = config.get("c", 1.0)
+    index = hypann.HyperbolicIndex(model="lorentz", random_state=0, verbose=False, **config).build(
+        poincare_to_lorentz(X / np.sqrt(c), c=c))
+    LQ = poincare_to_lorentz(Q / np.sqrt(c), c=c)
+    LQ32 = poincare_to_lorentz(0.99 * Q / np.sqrt(c), c=c).astype(np.float32)
+    batches = {(k, name): index.search(rows, k) for k in (1, 6) for name, rows in (("f64", LQ), ("f32", LQ32))}
+    _without_checked_path(index)
+    for i in range(len(Q)):
+        for (k, name), batch in batches.items():
+            rows = LQ if name == "f64" else LQ32
+            _same(index.search(rows[i:i + 1], k), batch, i)
+
+
+@pytest.mark.parametrize("row, message", [
+    ([1.0, 0.5, 0.0, 0.0], r"Q row 0 is not on the upper sheet of the hyperboloid"),
+    ([-1.0, 0.0, 0.0, 0.0], r"Q row 0 is not on the upper sheet of the hyperboloid"),
+    ([np.nan, 0.0, 0.0, 0.0], r"Q contains NaN or inf \(first at row 0"),
+    ([1.0, np.inf, 0.0, 0.0], r"Q contains NaN or inf \(first at row 0"),
+])
+def test_one_bad_lorentz_query_gets_the_full_checks_error(row, message):
+    from hypann.geometry.models import poincare_to_lorentz
+
+    X = poincare_to_lorentz(np.random.default_rng(0).uniform(-0.3, 0.3, (50, 3)))
+    for algorithm in ("hkdtree", "graph"):
+        index = hypann.HyperbolicIndex(algorithm=algorithm, model="lorentz", verbose=False).build(X)
+        with pytest.raises(ValueError, match=message):
+            index.search(np.array([row]), 1)
+        assert index.algorithm_.search_coordinates(np.array([row]), 1.0, 1, model="lorentz") is None
+        with pytest.raises(ValueError, match=r"Q has 2 dimensions \(Poincare\), but the index was built with 3"):
+            index.search(np.array([[1.0, 0.1, 0.2]]), 1)
+
+
+def test_the_structures_one_query_calls_check_hyperboloid_rows(data):
+    from hypann.geometry.models import poincare_to_lorentz
+    from hypann.graph import HyperbolicGraphIndex
+
+    X, Q = data
+    conformal = _kernels.conformal_factor(X)
+    tree = HyperbolicKDTree(leaf_size=8).build(X.copy(), conformal.copy())
+    graph = HyperbolicGraphIndex(random_state=0).build(X.copy(), conformal.copy())
+    LQ = poincare_to_lorentz(Q[:1])
+    for structure in (tree, graph):
+        found = structure.search_coordinates(LQ, 1.0, 4, model="lorentz")
+        same = structure.search_coordinates(_kernels.lorentz_points(LQ, 1.0)[0], 1.0, 4)
+        np.testing.assert_array_equal(found.ids, same.ids)
+        np.testing.assert_array_equal(found.deltas, same.deltas)
+        with pytest.raises(ValueError, match=r"X must be a float64 or float32 numpy array of shape \(1, 6\) for "
+                                             r"model='lorentz', got ndarray of shape \(1, 5\)"):
+            structure.search_coordinates(Q[:1], 1.0, 4, model="lorentz")
+        with pytest.raises(ValueError, match="model must be one of"):
+            structure.search_coordinates(LQ, 1.0, 4, model="klein")

@@ -25,13 +25,11 @@ import numpy as np
 
 from hypann._runtime import SERIAL_MAX_QUERIES, threads_for
 from hypann.geometry import _kernels
-from hypann.geometry.models import lorentz_conformal_factor
 
 MODELS = ("poincare", "lorentz")
 
-# Relative tolerance on the Lorentz constraint -x0^2 + |xs|^2 = -1/c: points
-# further off than this are not on the hyperboloid (a likely unit mix-up).
-LORENTZ_CONSTRAINT_RTOL = 1e-6
+# Relative tolerance on the Lorentz constraint (defined with the kernels that apply it).
+LORENTZ_CONSTRAINT_RTOL = _kernels.LORENTZ_CONSTRAINT_RTOL
 
 
 class ParameterTypeError(TypeError, ValueError):
@@ -152,11 +150,14 @@ _FAST_DTYPES = (np.dtype(np.float64), np.dtype(np.float32))
 
 
 def plain_rows(x, *, model="poincare", dim=None, max_rows=SERIAL_MAX_QUERIES):
-    """Whether ``x`` is 1 to ``max_rows`` Poincare rows (of ``dim`` coordinates when given) in a float64 or
-    float32 numpy array: the input the serial fast paths take (the input check's
-    ``few_points_conformal`` and the one-query kernels); anything else goes through the full checks."""
-    return (type(x) is np.ndarray and model == "poincare" and x.ndim == 2 and 0 < x.shape[0] <= max_rows
-            and x.shape[1] > 0 and x.dtype in _FAST_DTYPES and (dim is None or x.shape[1] == dim))
+    """Whether ``x`` is 1 to ``max_rows`` rows of ``model`` (Poincare rows of ``dim`` coordinates when given,
+    hyperboloid rows of ``dim + 1``) in a float64 or float32 numpy array: the input the serial fast paths
+    take (the input check's ``few_points_conformal`` / ``few_lorentz_points`` and the one-query kernels);
+    anything else goes through the full checks."""
+    extra = model == "lorentz"
+    return (type(x) is np.ndarray and x.ndim == 2 and 0 < x.shape[0] <= max_rows and x.shape[1] > extra
+            and x.dtype in _FAST_DTYPES and (extra or model == "poincare")
+            and (dim is None or x.shape[1] == dim + extra))
 
 
 def _reject_outside(name, outside, norms, what):
@@ -212,7 +213,8 @@ def check_points(x, *, name="X", model="poincare", c=1.0, dim=None, allow_empty=
     c = check_curvature(c)
     if plain_rows(x, model=model, dim=dim):
         # a query or two: one serial kernel; anything it finds wrong is reported by the full checks below
-        points, conformal, worst = _kernels.few_points_conformal(x, c)
+        few = _kernels.few_lorentz_points if model == "lorentz" else _kernels.few_points_conformal
+        points, conformal, worst = few(x, c)
         if worst > 0.0:
             return points, conformal
     check_tensor_manifold(x, name=name, model=model, c=c)
@@ -240,19 +242,17 @@ def check_points(x, *, name="X", model="poincare", c=1.0, dim=None, allow_empty=
     if arr.shape[0] == 0:
         return np.empty((0, arr.shape[1] - (model == "lorentz"))), np.empty(0)
     if model == "lorentz":
-        x0 = arr[:, 0]
-        spatial = np.einsum("ij,ij->i", arr[:, 1:], arr[:, 1:])
-        # -x0^2 + |xs|^2 = -1/c, checked relative to the size of the terms.
-        resid = np.abs(c * (x0 * x0 - spatial) - 1.0) / np.maximum(1.0, c * x0 * x0)
-        off = (x0 <= 0) | (resid > LORENTZ_CONSTRAINT_RTOL)
+        # -x0^2 + |xs|^2 = -1/c, checked relative to the size of the terms (the one-query kernels
+        # compute the same per row, so a query's point and factor have the same bits on either path)
+        with threads_for(arr.shape[0]):
+            points, conformal, resid = _kernels.lorentz_points(arr, c)
+        off = ~(resid <= LORENTZ_CONSTRAINT_RTOL)
         if off.any():
             bad = int(np.flatnonzero(off)[0])
             raise ValueError(
                 f"{name} row {bad} is not on the upper sheet of the hyperboloid "
-                f"-x0^2 + |xs|^2 = -1/c (c={c}): x0={x0[bad]!r}, relative residual {resid[bad]:.3g}"
+                f"-x0^2 + |xs|^2 = -1/c (c={c}): x0={arr[bad, 0]!r}, relative residual {resid[bad]:.3g}"
             )
-        conformal = lorentz_conformal_factor(arr, c=c)
-        points = np.ascontiguousarray(arr[:, 1:] * (np.sqrt(c) * conformal / 2.0)[:, None])
     elif c != 1.0:
         with threads_for(arr.shape[0]):
             conformal = _kernels.conformal_factor_curved(arr, c)
@@ -425,17 +425,21 @@ def check_stored_queries(queries, q_conformal, dim):
     return queries, q_conformal
 
 
-def check_query_coordinates(X, dim, k, c):
+def check_query_coordinates(X, dim, k, c, model="poincare"):
     """``(k, c)`` checked for a one-query kernel (``search_coordinates`` of the search structures), which
-    takes the query's raw coordinates ``X``: a float64 or float32 numpy array of shape (1, ``dim``).
+    takes the query's raw coordinates ``X``: a float64 or float32 numpy array of shape (1, ``dim``), or
+    (1, ``dim + 1``) for ``model="lorentz"``.
 
     ``X`` is checked for its type, shape and dtype only: the kernel itself
-    checks that the row is a valid point (``few_points_conformal``).
+    checks that the row is a valid point (``few_points_conformal``,
+    ``few_lorentz_points``).
     """
-    if not plain_rows(X, dim=dim, max_rows=1):
+    check_model(model)
+    if not plain_rows(X, model=model, dim=dim, max_rows=1):
         shape = getattr(X, "shape", None)
-        raise ValueError(f"X must be a float64 or float32 numpy array of shape (1, {dim}), got "
-                         f"{type(X).__name__} of shape {shape} and dtype {getattr(X, 'dtype', None)}")
+        raise ValueError(f"X must be a float64 or float32 numpy array of shape (1, {dim + (model == 'lorentz')}) "
+                         f"for model={model!r}, got {type(X).__name__} of shape {shape} and dtype "
+                         f"{getattr(X, 'dtype', None)}")
     return check_positive_int(k, "k"), check_curvature(c)
 
 

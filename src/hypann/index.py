@@ -505,7 +505,7 @@ class HyperbolicIndex:
         return self._search_validated(queries, q_conf, k, budget=budget, oracle_params=oracle_params, **query_params)
 
     def _one_plain_query(self, Q, k):
-        """Whether ``search(Q, k)`` may take the one-query fast path: one Poincare row of the index's
+        """Whether ``search(Q, k)`` may take the one-query fast path: one row of the index's model and
         dimension in a float64 or float32 array, a valid ``k`` (an int or a numpy integer), no point added or
         removed since the build."""
         return (V.plain_rows(Q, model=self.model, dim=self.dim_, max_rows=1)
@@ -522,7 +522,7 @@ class HyperbolicIndex:
             params = self.algorithm_.check_query_params(**params)
         except (TypeError, ValueError):
             return None
-        found = self.algorithm_.search_coordinates(Q, self.c, k, **params)  # the structures check c
+        found = self.algorithm_.search_coordinates(Q, self.c, k, model=self.model, **params)  # they check c
         if found is None or any_negative(found[0]):
             return None
         return self._result(*found, short=False)

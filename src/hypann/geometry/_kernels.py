@@ -157,19 +157,110 @@ def few_points_conformal(X, c):
     return points, conformal, worst
 
 
+#: Relative tolerance on the Lorentz constraint ``-x0^2 + |xs|^2 = -1/c``: rows further off are not on the
+#: hyperboloid (a likely unit mix-up) and are refused by the input check.
+LORENTZ_CONSTRAINT_RTOL = 1e-6
+
+
 @nb.njit(cache=True, inline="always")
-def one_query_start(X, c, out_i, out_d, samples):
+def _lorentz_row(x, c, point):
+    """The unit-ball Poincare image of the hyperboloid row ``x`` (d+1) of curvature ``-c``, into ``point`` (d).
+
+    .. math::
+
+        \lambda = 1 - c\|p\|^2 = \frac{2}{1 + \sqrt{1 + c\|x_s\|^2}}, \qquad
+        \sqrt c\,p = \frac{\sqrt c\,\lambda}{2}\,x_s
+
+    (:func:`hypann.geometry.models.lorentz_conformal_factor`: a sum of
+    positive terms, accurate at any distance from the origin; the spatial
+    part ``x_s`` defines the point). Returns ``(lambda, residual)``, with the
+    constraint's relative residual
+    ``|c (x0^2 - |x_s|^2) - 1| / max(1, c x0^2)``, ``inf`` when ``x0 <= 0``
+    and NaN for a row that is not finite.
+    """
+    s = 0.0
+    for j in range(1, x.shape[0]):
+        v = np.float64(x[j])  # float64 arithmetic also for a float32 row
+        s += v * v
+    conformal = 2.0 / (1.0 + np.sqrt(1.0 + c * s))
+    scale = np.sqrt(c) * conformal / 2.0
+    for j in range(point.shape[0]):
+        point[j] = np.float64(x[j + 1]) * scale
+    x0 = np.float64(x[0])
+    big = c * x0 * x0
+    residual = abs(c * (x0 * x0 - s) - 1.0) / (big if big > 1.0 else 1.0)
+    if not x0 > 0.0:
+        residual = np.inf if x0 == x0 else np.nan
+    if not (np.isfinite(s) and np.isfinite(x0)):
+        residual = np.nan
+    return conformal, residual
+
+
+@nb.njit(cache=True, parallel=True)
+def lorentz_points(X, c):
+    """``(points, conformal, residual)`` of the hyperboloid rows ``X`` (n, d+1) of curvature ``-c``.
+
+    Per row, :func:`_lorentz_row`: the unit-curvature Poincare point
+    (n, d), its conformal factor ``1 - |p|^2`` and the constraint's relative
+    residual (the input check refuses rows above
+    :data:`LORENTZ_CONSTRAINT_RTOL`, and NaN). The one-query kernels compute
+    the same per row (:func:`few_lorentz_points`), so a query gets the same
+    bits either way.
+    """
+    n = X.shape[0]
+    points = np.empty((n, X.shape[1] - 1))
+    conformal = np.empty(n)
+    residual = np.empty(n)
+    for i in nb.prange(n):
+        conformal[i], residual[i] = _lorentz_row(X[i], c, points[i])
+    return points, conformal, residual
+
+
+@nb.njit(cache=True)
+def few_lorentz_points(X, c):
+    """Serial ``(points, conformal, worst)`` of a few hyperboloid rows ``X`` (n, d+1): the Lorentz twin of
+    :func:`few_points_conformal`.
+
+    ``points`` and ``conformal`` as :func:`lorentz_points` gives them;
+    ``worst`` is the smallest conformal factor of the points and of their
+    rounded coordinates (``1 - |p|^2`` from ``p`` itself), or ``-inf`` at the
+    first row that the input check refuses (not finite, off the upper sheet
+    by more than :data:`LORENTZ_CONSTRAINT_RTOL`, or rounding onto the
+    boundary): the rows are valid exactly when ``worst > 0``.
+    """
+    n = X.shape[0]
+    points = np.empty((n, X.shape[1] - 1))
+    conformal = np.empty(n)
+    worst = np.inf
+    for i in range(n):
+        conformal[i], residual = _lorentz_row(X[i], c, points[i])
+        if not residual <= LORENTZ_CONSTRAINT_RTOL:
+            return points, conformal, -np.inf
+        rounded = _conformal_row(points[i])
+        if not (conformal[i] > 0.0 and rounded > 0.0):
+            return points, conformal, -np.inf
+        worst = min(worst, conformal[i], rounded)
+    return points, conformal, worst
+
+
+@nb.njit(cache=True, inline="always")
+def one_query_start(X, c, lorentz, out_i, out_d, samples):
     """The first step of a one-query search kernel (``search_coordinates``): the input check of the row ``X``
-    (1, d) in curvature ``-c`` and the empty answer in the caller's arrays.
+    (1, d), or (1, d+1) on the hyperboloid when ``lorentz``, in curvature ``-c``, and the empty answer in
+    the caller's arrays.
 
     Fills ``out_i`` (1, k) with ``-1``, ``out_d`` (1, k) with ``inf`` and
     ``samples`` (1,) with 0 (the caller allocates them: numpy arrays made by
     the caller cost less than arrays returned from compiled code), and
     returns ``(query, q_conformal, valid)``: the unit-ball point and its
-    conformal factor (:func:`few_points_conformal`), and whether ``X`` is a
-    valid point (``worst > 0``; the kernel then searches nothing).
+    conformal factor (:func:`few_points_conformal`, or
+    :func:`few_lorentz_points`), and whether ``X`` is a valid point
+    (``worst > 0``; the kernel then searches nothing).
     """
-    query, q_conformal, worst = few_points_conformal(X, c)
+    if lorentz:
+        query, q_conformal, worst = few_lorentz_points(X, c)
+    else:
+        query, q_conformal, worst = few_points_conformal(X, c)
     out_i[:] = -1
     out_d[:] = np.inf
     samples[:] = 0

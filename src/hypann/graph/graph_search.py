@@ -187,10 +187,10 @@ class GraphSearch(SearchAlgorithm):
             samples = samples + tree_samples
         return ids, deltas, SearchStats.without_oracle(samples, 2 if self.exact else 1)
 
-    def search_coordinates(self, X, c, k, *, ef=None):
+    def search_coordinates(self, X, c, k, *, ef=None, model="poincare"):
         if self.exact:  # the kd-tree's re-check takes the checked path
             return None
-        found = self.graph_.search_coordinates(X, c, k, ef=ef)
+        found = self.graph_.search_coordinates(X, c, k, ef=ef, model=model)
         return None if found is None else (found.ids, found.deltas, SearchStats.without_oracle(found.samples, 1))
 
     def get_state(self):

@@ -1085,13 +1085,14 @@ def _search_serial(points, conf, nbrs, pivots, thresholds, children, ranges, ord
 
 @nb.njit(cache=True)
 def _search_coordinates(points, conf, nbrs, pivots, thresholds, children, ranges, order, leaf_order, n_seeds,
-                        pivot_node_size, X, c, ef, budget, exclude, seen, tag, out_i, out_d, samples):
-    """One query given by its coordinates ``X`` (1, d) in curvature ``-c``: its input check
+                        pivot_node_size, X, c, lorentz, ef, budget, exclude, seen, tag, out_i, out_d, samples):
+    """One query given by its coordinates ``X`` (1, d), or (1, d+1) on the hyperboloid when ``lorentz``, in
+    curvature ``-c``: its input check
     (:func:`~hypann.geometry._kernels.one_query_start`, which fills ``out_i``, ``out_d`` (1, k) and
     ``samples`` (1,) with the empty answer) and, when it is a valid point, its search into them as
     :func:`_search_serial` does it, with tag ``tag`` (``budget``, ``exclude``: rows of one, read only).
     Returns whether ``X`` is a valid point."""
-    queries, q_conf, valid = one_query_start(X, c, out_i, out_d, samples)
+    queries, q_conf, valid = one_query_start(X, c, lorentz, out_i, out_d, samples)
     if valid:
         _search_range(points, conf, nbrs, pivots, thresholds, children, ranges, order, leaf_order, n_seeds,
                       pivot_node_size, queries, q_conf, ef, budget, exclude, 0, 1, seen, tag, out_i, out_d, samples)
@@ -1403,24 +1404,24 @@ class HyperbolicGraphIndex:
         ids, deltas, samples = self._run(queries, q_conformal, k, ef, budget, None)
         return GraphSearchResult(ids, deltas, samples)
 
-    def search_coordinates(self, X, c, k, *, ef=None):
+    def search_coordinates(self, X, c, k, *, ef=None, model="poincare"):
         """:meth:`search` of one query given by its coordinates ``X`` (1, d) in curvature ``-c``, checked and
         searched in one compiled call; ``None`` when ``X`` is not a valid point.
 
         The one-query path of :meth:`hypann.HyperbolicIndex.search` (see
         :meth:`hypann.search.hyperbolic_kdtree.HyperbolicKDTree.search_coordinates`
-        for ``X``, ``c`` and ``k``). ``ef``: the search list size, default
-        ``ef_``.
+        for ``X``, ``c``, ``k`` and ``model``). ``ef``: the search list size,
+        default ``ef_``.
         """
         self._check_fitted()
-        k, c = check_query_coordinates(X, self.dim_, k, c)
+        k, c = check_query_coordinates(X, self.dim_, k, c, model)
         ef = self.ef_ if ef is None else check_positive_int(ef, "ef")
         ids, deltas, samples = one_query_arrays(k)
         marks = self._visited_marks()
         seen, tag = marks.take(1)
         try:
-            valid = _search_coordinates(*self._structure(), X, c, max(ef, k), _NO_BUDGETS, _NO_EXCLUDES, seen[0],
-                                        tag, ids, deltas, samples)
+            valid = _search_coordinates(*self._structure(), X, c, model == "lorentz", max(ef, k), _NO_BUDGETS,
+                                        _NO_EXCLUDES, seen[0], tag, ids, deltas, samples)
         finally:
             marks.give(seen, tag + 1)
         return GraphSearchResult(ids, deltas, samples) if valid else None

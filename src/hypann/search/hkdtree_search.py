@@ -76,8 +76,8 @@ class HyperbolicKDTreeSearch(SearchAlgorithm):
         ids, deltas, samples = self.tree_.search_exact(queries, q_conformal, k, budget=budget, removed=removed)
         return ids, deltas, SearchStats.without_oracle(samples, 1)
 
-    def search_coordinates(self, X, c, k):
-        found = self.tree_.search_coordinates(X, c, k)
+    def search_coordinates(self, X, c, k, *, model="poincare"):
+        found = self.tree_.search_coordinates(X, c, k, model=model)
         return None if found is None else (found.ids, found.deltas, SearchStats.without_oracle(found.samples, 1))
 
     supports_radius = True

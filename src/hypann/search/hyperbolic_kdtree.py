@@ -735,14 +735,15 @@ def _search_exact_serial(pts, conf, perm, lo, hi, left, right, start, end, max_c
 
 
 @nb.njit(cache=True)
-def _search_exact_coordinates(pts, conf, perm, lo, hi, left, right, start, end, max_conf, X, c, out_i, out_d,
-                              samples):
-    """One query given by its coordinates ``X`` (1, d) in curvature ``-c``: its input check
+def _search_exact_coordinates(pts, conf, perm, lo, hi, left, right, start, end, max_conf, X, c, lorentz, out_i,
+                              out_d, samples):
+    """One query given by its coordinates ``X`` (1, d), or (1, d+1) on the hyperboloid when ``lorentz``, in
+    curvature ``-c``: its input check
     (:func:`~hypann.geometry._kernels.one_query_start`, which fills ``out_i``, ``out_d`` (1, k) and
     ``samples`` (1,) with the empty answer) and, when it is a valid point, its exact search into them as
     :func:`_search_exact_serial` does it without a budget, seeds or removed points. Returns whether ``X``
     is a valid point."""
-    queries, q_conf, valid = one_query_start(X, c, out_i, out_d, samples)
+    queries, q_conf, valid = one_query_start(X, c, lorentz, out_i, out_d, samples)
     if valid:
         samples[0] = _search_exact_one(pts, conf, perm, lo, hi, left, right, start, end, max_conf, queries[0],
                                        q_conf[0], _NO_BUDGET, out_d[0], out_i[0], False, np.empty(0, dtype=np.uint8))
@@ -1320,7 +1321,7 @@ class HyperbolicKDTree:
         )
         return KNNResult(out_i, out_d, samples)
 
-    def search_coordinates(self, X, c, k) -> KNNResult | None:
+    def search_coordinates(self, X, c, k, *, model="poincare") -> KNNResult | None:
         """One query given by its coordinates, checked and searched exactly in one compiled call.
 
         The fast path of a one-query call (:meth:`hypann.HyperbolicIndex.search`):
@@ -1330,12 +1331,17 @@ class HyperbolicKDTree:
 
         Parameters
         ----------
-        X : ndarray of shape (1, d), float64 or float32
-            The query in the ball of curvature ``-c`` (``d`` = :attr:`dim_`).
+        X : ndarray of shape (1, d), or (1, d+1) for ``model="lorentz"``, float64 or float32
+            The query in the ball (or on the hyperboloid) of curvature ``-c``
+            (``d`` = :attr:`dim_`).
         c : float
             Curvature magnitude of ``X``.
         k : int
             Neighbours.
+        model : {"poincare", "lorentz"}, default "poincare"
+            The model of ``X``; a hyperboloid row is taken to the unit ball
+            as the input check does it
+            (:func:`hypann.geometry._kernels.lorentz_points`, the same bits).
 
         Returns
         -------
@@ -1344,11 +1350,11 @@ class HyperbolicKDTree:
             the ball): the checked path reports what is wrong.
         """
         self._check_fitted()
-        k, c = check_query_coordinates(X, self.dim_, k, c)
+        k, c = check_query_coordinates(X, self.dim_, k, c, model)
         ids, deltas, samples = one_query_arrays(k)
         valid = _search_exact_coordinates(self.points_, self.conformal_, self.indices_, self.lo_, self.hi_,
                                           self.left_, self.right_, self.start_, self.end_, self.max_conformal_, X, c,
-                                          ids, deltas, samples)
+                                          model == "lorentz", ids, deltas, samples)
         return KNNResult(ids, deltas, samples) if valid else None
 
     def _alive(self, removed):
