@@ -246,7 +246,7 @@ def check_points(x, *, name="X", model="poincare", c=1.0, dim=None, allow_empty=
         # compute the same per row, so a query's point and factor have the same bits on either path)
         with threads_for(arr.shape[0]):
             points, conformal, resid = _kernels.lorentz_points(arr, c)
-        off = ~(resid <= LORENTZ_CONSTRAINT_RTOL)
+        off = ~((arr[:, 0] > 0.0) & (resid <= LORENTZ_CONSTRAINT_RTOL))  # as _kernels.on_upper_sheet
         if off.any():
             bad = int(np.flatnonzero(off)[0])
             raise ValueError(

@@ -175,8 +175,8 @@ def _lorentz_row(x, c, point):
     positive terms, accurate at any distance from the origin; the spatial
     part ``x_s`` defines the point). Returns ``(lambda, residual)``, with the
     constraint's relative residual
-    ``|c (x0^2 - |x_s|^2) - 1| / max(1, c x0^2)``, ``inf`` when ``x0 <= 0``
-    and NaN for a row that is not finite.
+    ``|c (x0^2 - |x_s|^2) - 1| / max(1, c x0^2)``: NaN or ``inf`` for a row
+    that is not finite (or whose squares overflow).
     """
     s = 0.0
     for j in range(1, x.shape[0]):
@@ -189,11 +189,15 @@ def _lorentz_row(x, c, point):
     x0 = np.float64(x[0])
     big = c * x0 * x0
     residual = abs(c * (x0 * x0 - s) - 1.0) / (big if big > 1.0 else 1.0)
-    if not x0 > 0.0:
-        residual = np.inf if x0 == x0 else np.nan
-    if not (np.isfinite(s) and np.isfinite(x0)):
-        residual = np.nan
     return conformal, residual
+
+
+@nb.njit(cache=True, inline="always")
+def on_upper_sheet(x0, residual):
+    """Whether a hyperboloid row with first coordinate ``x0`` and constraint residual ``residual``
+    (:func:`_lorentz_row`) is a point the input check takes: ``x0 > 0`` and ``residual <= LORENTZ_CONSTRAINT_RTOL``
+    (false for NaN)."""
+    return x0 > 0.0 and residual <= LORENTZ_CONSTRAINT_RTOL
 
 
 @nb.njit(cache=True, parallel=True)
@@ -202,8 +206,7 @@ def lorentz_points(X, c):
 
     Per row, :func:`_lorentz_row`: the unit-curvature Poincare point
     (n, d), its conformal factor ``1 - |p|^2`` and the constraint's relative
-    residual (the input check refuses rows above
-    :data:`LORENTZ_CONSTRAINT_RTOL`, and NaN). The one-query kernels compute
+    residual (the input check takes the rows :func:`on_upper_sheet`). The one-query kernels compute
     the same per row (:func:`few_lorentz_points`), so a query gets the same
     bits either way.
     """
@@ -224,8 +227,8 @@ def few_lorentz_points(X, c):
     ``points`` and ``conformal`` as :func:`lorentz_points` gives them;
     ``worst`` is the smallest conformal factor of the points and of their
     rounded coordinates (``1 - |p|^2`` from ``p`` itself), or ``-inf`` at the
-    first row that the input check refuses (not finite, off the upper sheet
-    by more than :data:`LORENTZ_CONSTRAINT_RTOL`, or rounding onto the
+    first row that the input check refuses (not :func:`on_upper_sheet`,
+    which also catches rows that are not finite, or rounding onto the
     boundary): the rows are valid exactly when ``worst > 0``.
     """
     n = X.shape[0]
@@ -234,7 +237,7 @@ def few_lorentz_points(X, c):
     worst = np.inf
     for i in range(n):
         conformal[i], residual = _lorentz_row(X[i], c, points[i])
-        if not residual <= LORENTZ_CONSTRAINT_RTOL:
+        if not on_upper_sheet(X[i, 0], residual):
             return points, conformal, -np.inf
         rounded = _conformal_row(points[i])
         if not (conformal[i] > 0.0 and rounded > 0.0):
