@@ -228,17 +228,23 @@ def _merged_by_float32(rng, n, d):
     return np.vstack([centres, twins])
 
 
-def test_float32_storage_warns_when_rounding_merges_points_near_the_boundary():
+def test_float32_storage_warns_when_rounding_merges_points_near_the_boundary(monkeypatch):
+    import hypann.index as hindex
     from hypann.rounding import CHANGED_RELATIVE, Float32PrecisionWarning
 
     X = _merged_by_float32(np.random.default_rng(0), 400, 5)
     assert len(np.unique(X.astype(np.float32), axis=0)) < len(np.unique(X, axis=0))  # float32 merges points
-    for algorithm in ("auto", "graph"):
+    for algorithm in ("auto", "graph", "brute"):
+        sampled = 256
+        if algorithm == "brute":  # a scan examines every point: the check stops after its first 32 searches
+            monkeypatch.setattr(hindex, "ROUNDING_MIN_WORK", 0)
+            sampled = 32
         with pytest.warns(Float32PrecisionWarning, match=r"storage='float32' changes distances near the boundary: "
-                                                          r"of the 256 points nearest it .*build with storage='float64'"):
+                                                          rf"of the {sampled} points nearest it .*build with "
+                                                          r"storage='float64'"):
             index = hypann.HyperbolicIndex(algorithm=algorithm, storage="float32").build(X)
         report = index.float32_rounding_
-        assert report.sampled == 256 and report.harmful
+        assert report.sampled == sampled and report.harmful
         assert report.changed > 0.5 * report.sampled and report.median_change > CHANGED_RELATIVE
         assert report.min_conformal == pytest.approx(conformal_factor(X).min(), rel=1e-9)
 

@@ -17,7 +17,8 @@ from hypann.geometry.gram_scan import knn_delta_scan
 from hypann.geometry.poincare import delta_from_dist, dist_from_delta
 from hypann.oracles.base import EuclideanOracle
 from hypann.result import RangeSearchResult, SearchResult, SearchStats
-from hypann.rounding import Float32PrecisionWarning, boundary_sample, relative_change, rounding_report
+from hypann.rounding import (ROUNDING_MIN_WORK, ROUNDING_PROBE, ROUNDING_WORK, Float32PrecisionWarning, boundary_sample, relative_change,
+                             rounding_report)
 from hypann.search.hyperbolic_kdtree import _build_tree, _search_exact
 from hypann.search.registry import algorithm_class, available_algorithms, make_algorithm
 from hypann.settings import DEFAULT_K
@@ -277,21 +278,32 @@ class HyperbolicIndex:
         two points).
         """
         self.float32_rounding_ = None
-        if (getattr(X, "dtype", None) == np.float32 and self.c == 1.0) or self.n_points_ < 2:
+        source = np.asarray(V.to_numpy(X))  # no copy of an array or a memory map
+        if (source.dtype == np.float32 and self.c == 1.0) or self.n_points_ < 2:
             return
         conformal = self.conformal_  # row order (the kd-tree has put the build's array in its own)
         rows = boundary_sample(conformal)
-        x, x_conformal = V.check_points(np.asarray(X)[rows], name="X", model=self.model, c=self.c)
-        found = self._search_validated(x.astype(np.float32).astype(np.float64), x_conformal, 2)
-        other = found.indices[:, 0] == rows  # the nearest other point: the second when the first is the point itself
-        neighbours = np.where(other, found.indices[:, 1], found.indices[:, 0])
-        stored = np.where(other, found.distances[:, 1], found.distances[:, 0])
-        y, y_conformal = V.check_points(np.asarray(X)[neighbours], name="X", model=self.model, c=self.c)
-        change = relative_change(stored, x, x_conformal, y, y_conformal, c=self.c)
+        change, examined = self._rounding_changes(source, rows[:ROUNDING_PROBE])
+        # the rest of the sample while the searches examine at most ROUNDING_WORK * n points in all
+        work = max(ROUNDING_WORK * conformal.shape[0], ROUNDING_MIN_WORK)
+        affordable = int(work / max(float(np.median(examined)), 1.0))
+        if affordable > ROUNDING_PROBE < rows.shape[0]:
+            change = np.concatenate([change, self._rounding_changes(source, rows[ROUNDING_PROBE:affordable])[0]])
         report = rounding_report(change, conformal[rows].min())
         self.float32_rounding_ = report
         if report.harmful:
             warnings.warn(report.message(), Float32PrecisionWarning, stacklevel=3)
+
+    def _rounding_changes(self, source, rows):
+        """:func:`~hypann.rounding.relative_change` of each of ``rows`` and its nearest other stored point,
+        and the points each search examined (``source``: the build's input, ``rows`` into it)."""
+        x, x_conformal = V.check_points(source[rows], name="X", model=self.model, c=self.c)
+        found = self._search_validated(x.astype(np.float32).astype(np.float64), x_conformal, 2)
+        other = found.indices[:, 0] == rows  # the nearest other point: the second when the first is the point itself
+        neighbours = np.where(other, found.indices[:, 1], found.indices[:, 0])
+        stored = np.where(other, found.distances[:, 1], found.distances[:, 0])
+        y, y_conformal = V.check_points(source[neighbours], name="X", model=self.model, c=self.c)
+        return relative_change(stored, x, x_conformal, y, y_conformal, c=self.c), found.stats.samples
 
     def _check_points_blockwise(self, X):
         """:func:`hypann._validation.check_points` of ``X`` block by block, into points of the ``storage`` dtype.
