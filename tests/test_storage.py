@@ -229,7 +229,7 @@ def _merged_by_float32(rng, n, d):
 
 
 def test_float32_storage_warns_when_rounding_merges_points_near_the_boundary(monkeypatch):
-    import hypann.index as hindex
+    from hypann import rounding
     from hypann.rounding import CHANGED_RELATIVE, Float32PrecisionWarning
 
     X = _merged_by_float32(np.random.default_rng(0), 400, 5)
@@ -237,7 +237,7 @@ def test_float32_storage_warns_when_rounding_merges_points_near_the_boundary(mon
     for algorithm in ("auto", "graph", "brute"):
         sampled = 256
         if algorithm == "brute":  # a scan examines every point: the check stops after its first 32 searches
-            monkeypatch.setattr(hindex, "ROUNDING_MIN_WORK", 0)
+            monkeypatch.setattr(rounding, "MIN_WORK", 0)
             sampled = 32
         with pytest.warns(Float32PrecisionWarning, match=r"storage='float32' changes distances near the boundary: "
                                                           rf"of the {sampled} points nearest it .*build with "

@@ -17,8 +17,7 @@ from hypann.geometry.gram_scan import knn_delta_scan
 from hypann.geometry.poincare import delta_from_dist, dist_from_delta
 from hypann.oracles.base import EuclideanOracle
 from hypann.result import RangeSearchResult, SearchResult, SearchStats
-from hypann.rounding import (ROUNDING_MIN_WORK, ROUNDING_PROBE, ROUNDING_WORK, Float32PrecisionWarning, boundary_sample, relative_change,
-                             rounding_report)
+from hypann import rounding
 from hypann.search.hyperbolic_kdtree import _build_tree, _search_exact
 from hypann.search.registry import algorithm_class, available_algorithms, make_algorithm
 from hypann.settings import DEFAULT_K
@@ -282,17 +281,17 @@ class HyperbolicIndex:
         if (source.dtype == np.float32 and self.c == 1.0) or self.n_points_ < 2:
             return
         conformal = self.conformal_  # row order (the kd-tree has put the build's array in its own)
-        rows = boundary_sample(conformal)
-        change, examined = self._rounding_changes(source, rows[:ROUNDING_PROBE])
-        # the rest of the sample while the searches examine at most ROUNDING_WORK * n points in all
-        work = max(ROUNDING_WORK * conformal.shape[0], ROUNDING_MIN_WORK)
+        rows = rounding.boundary_sample(conformal)
+        change, examined = self._rounding_changes(source, rows[:rounding.PROBE])
+        # the rest of the sample while the searches examine at most rounding.WORK * n points in all
+        work = max(rounding.WORK * conformal.shape[0], rounding.MIN_WORK)
         affordable = int(work / max(float(np.median(examined)), 1.0))
-        if affordable > ROUNDING_PROBE < rows.shape[0]:
-            change = np.concatenate([change, self._rounding_changes(source, rows[ROUNDING_PROBE:affordable])[0]])
-        report = rounding_report(change, conformal[rows].min())
+        if affordable > rounding.PROBE < rows.shape[0]:
+            change = np.concatenate([change, self._rounding_changes(source, rows[rounding.PROBE:affordable])[0]])
+        report = rounding.rounding_report(change, conformal[rows].min())
         self.float32_rounding_ = report
         if report.harmful:
-            warnings.warn(report.message(), Float32PrecisionWarning, stacklevel=3)
+            warnings.warn(report.message(), rounding.Float32PrecisionWarning, stacklevel=3)
 
     def _rounding_changes(self, source, rows):
         """:func:`~hypann.rounding.relative_change` of each of ``rows`` and its nearest other stored point,
@@ -303,7 +302,7 @@ class HyperbolicIndex:
         neighbours = np.where(other, found.indices[:, 1], found.indices[:, 0])
         stored = np.where(other, found.distances[:, 1], found.distances[:, 0])
         y, y_conformal = V.check_points(source[neighbours], name="X", model=self.model, c=self.c)
-        return relative_change(stored, x, x_conformal, y, y_conformal, c=self.c), found.stats.samples
+        return rounding.relative_change(stored, x, x_conformal, y, y_conformal, c=self.c), found.stats.samples
 
     def _check_points_blockwise(self, X):
         """:func:`hypann._validation.check_points` of ``X`` block by block, into points of the ``storage`` dtype.

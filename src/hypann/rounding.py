@@ -10,8 +10,8 @@ neighbours (``docs/storage.md`` measures it per data family).
 Whether it matters depends on how close the neighbours are, so the check
 compares distances, not offsets. It takes the :data:`SAMPLE` points with the
 smallest ``1-|x|^2`` (where rounding moves points furthest; fewer, down to
-:data:`ROUNDING_PROBE`, when the index's searches examine many points: see
-:data:`ROUNDING_WORK`), finds the nearest
+:data:`PROBE`, when the index's searches examine many points: see
+:data:`WORK`), finds the nearest
 other stored point of each in the built index, and compares that pair's
 distance over the stored (rounded) points, ``d32``, with the distance of the
 same two input points in float64, ``d64``::
@@ -37,12 +37,12 @@ from hypann.geometry.poincare import delta, dist_from_delta
 #: How many points (those with the smallest ``1-|x|^2``) the check looks at, at most ...
 SAMPLE = 256
 #: ... of which it compares this many first (their searches measure what one costs) ...
-ROUNDING_PROBE = 32
+PROBE = 32
 #: ... and the rest only while the searches examine at most this many times ``n`` points in all, or
-#: :data:`ROUNDING_MIN_WORK` if that is more (a scan of a million points stops at the probe; a
+#: :data:`MIN_WORK` if that is more (a scan of a million points stops at the probe; a
 #: kd-tree or graph search, or a scan of a small index, goes on).
-ROUNDING_WORK = 8
-ROUNDING_MIN_WORK = 1 << 22
+WORK = 8
+MIN_WORK = 1 << 22
 #: A sampled point is changed when its nearest neighbour's distance changes by more than this fraction.
 CHANGED_RELATIVE = 0.1
 #: ``build`` warns when more than this fraction of the sampled points is changed.
