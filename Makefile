@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN     = $(VENV)/bin
 STAMP   = $(VENV)/.installed
 
-.PHONY: setup demo test test-boundscheck bench reproduce clean
+.PHONY: setup demo test test-boundscheck bench reproduce clean clean-numba-cache
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -50,5 +50,9 @@ bench: setup
 reproduce: setup
 	$(BIN)/hypann reproduce
 
-clean:
+clean: clean-numba-cache
 	rm -rf $(VENV) results .pytest_cache .hypothesis $(BOUNDSCHECK_CACHE) $(BOUNDSCHECK_LOG)
+
+# numba's cached kernels (see docs/architecture.md: the cache does not follow helpers inlined from other files)
+clean-numba-cache:
+	find src -name '*.nbi' -delete -o -name '*.nbc' -delete
