@@ -164,7 +164,7 @@ LORENTZ_CONSTRAINT_RTOL = 1e-6
 
 @nb.njit(cache=True, inline="always")
 def _lorentz_row(x, c, point):
-    """The unit-ball Poincare image of the hyperboloid row ``x`` (d+1) of curvature ``-c``, into ``point`` (d).
+    r"""The unit-ball Poincare image of the hyperboloid row ``x`` (d+1) of curvature ``-c``, into ``point`` (d).
 
     .. math::
 
