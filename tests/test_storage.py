@@ -20,7 +20,12 @@ import hypann
 from hypann.geometry._kernels import conformal_factor
 from tests.conftest import ball_points, deep_clusters
 
-pytestmark = pytest.mark.kernels  # also run under NUMBA_BOUNDSCHECK=1 (make test-boundscheck)
+pytestmark = [
+    pytest.mark.kernels,  # also run under NUMBA_BOUNDSCHECK=1 (make test-boundscheck)
+    # most tests here store points up to 1-|x|^2 ~ 1e-12 in float32 on purpose; the tests of the
+    # warning itself see it through pytest.warns / catch_warnings
+    pytest.mark.filterwarnings("ignore::hypann.rounding.Float32PrecisionWarning"),
+]
 
 RTOL = 1e-12
 
