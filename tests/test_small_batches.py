@@ -158,6 +158,19 @@ def _full_check(row, **kw):
     return points[-1:], conformal[-1:]
 
 
+def _row(model, d, hyperbolic_norm, c, dtype, seed):
+    """A point at ``hyperbolic_norm`` from the origin in curvature ``-c``, in the ball or on the
+    hyperboloid (``model``), as ``dtype``."""
+    from hypann.geometry.models import poincare_to_lorentz
+
+    rng = np.random.default_rng(seed)
+    u = rng.normal(size=d)
+    u /= np.linalg.norm(u)
+    x = np.tanh(hyperbolic_norm / 2.0) * u / np.sqrt(c)
+    return (poincare_to_lorentz(x, c=c) if model == "lorentz" else x).astype(dtype)
+
+
+@pytest.mark.parametrize("model", ["poincare", "lorentz"])
 @settings(max_examples=150, deadline=None)
 @given(
     st.integers(1, 12),
@@ -166,22 +179,21 @@ def _full_check(row, **kw):
     st.sampled_from([np.float64, np.float32]),
     st.integers(0, 2**32 - 1),
 )
-def test_fast_check_equals_the_full_check(d, hyperbolic_norm, c, dtype, seed):
-    """Bit for bit, from the origin to hyperbolic norm 37 (``1-c|x|^2`` down to ~1e-16)."""
-    rng = np.random.default_rng(seed)
-    u = rng.normal(size=d)
-    u /= np.linalg.norm(u)
-    x = (np.tanh(hyperbolic_norm / 2.0) * u / np.sqrt(c)).astype(dtype)
+def test_fast_check_equals_the_full_check(model, d, hyperbolic_norm, c, dtype, seed):
+    """Bit for bit, from the origin to hyperbolic norm 37 (``1-c|x|^2`` down to ~1e-16), in the ball or on
+    the hyperboloid: the one-row kernel's point and factor are the full check's, or both refuse the row
+    with the same message."""
+    x = _row(model, d, hyperbolic_norm, c, dtype, seed)
     try:
-        full = _full_check(x, c=c)
+        full = _full_check(x, model=model, c=c)
     except ValueError as exc:  # rounded onto the boundary: the fast path must report the same
         with pytest.raises(ValueError, match=str(exc)[:40].replace("(", r"\(").replace("[", r"\[")):
-            V.check_points(x[None, :], c=c)
+            V.check_points(x[None, :], model=model, c=c)
         return
-    fast = V.check_points(x[None, :], c=c)
+    fast = V.check_points(x[None, :], model=model, c=c)
     np.testing.assert_array_equal(fast[0], full[0])
     np.testing.assert_array_equal(fast[1], full[1])
-    assert fast[0].dtype == np.float64 and fast[0].flags.c_contiguous
+    assert fast[0].shape == (1, d) and fast[0].dtype == np.float64 and fast[0].flags.c_contiguous
     assert not np.shares_memory(fast[0], x)
 
 
@@ -497,40 +509,6 @@ def test_the_structures_one_query_calls_check_their_arguments(data):
 
 
 # --- hyperboloid rows: the same one-query path -------------------------------------------------
-
-def _lorentz_row(d, hyperbolic_norm, c, dtype, seed):
-    """A point of the hyperboloid of curvature ``-c`` at ``hyperbolic_norm`` from the origin, as ``dtype``."""
-    from hypann.geometry.models import poincare_to_lorentz
-
-    rng = np.random.default_rng(seed)
-    u = rng.normal(size=d)
-    u /= np.linalg.norm(u)
-    return poincare_to_lorentz(np.tanh(hyperbolic_norm / 2.0) * u / np.sqrt(c), c=c).astype(dtype)
-
-
-@settings(max_examples=150, deadline=None)
-@given(
-    st.integers(1, 12),
-    st.floats(0.0, 37.0),
-    st.sampled_from([1.0, 0.25, 3.7]),
-    st.sampled_from([np.float64, np.float32]),
-    st.integers(0, 2**32 - 1),
-)
-def test_fast_lorentz_check_equals_the_full_check(d, hyperbolic_norm, c, dtype, seed):
-    """A hyperboloid row, from the origin to hyperbolic norm 37: the serial kernel's point and factor are the
-    full check's, bit for bit, or both refuse the row with the same message."""
-    x = _lorentz_row(d, hyperbolic_norm, c, dtype, seed)
-    try:
-        full = _full_check(x, model="lorentz", c=c)
-    except ValueError as exc:
-        with pytest.raises(ValueError, match=str(exc)[:40].replace("(", r"\(").replace("[", r"\[")):
-            V.check_points(x[None, :], model="lorentz", c=c)
-        return
-    fast = V.check_points(x[None, :], model="lorentz", c=c)
-    np.testing.assert_array_equal(fast[0], full[0])
-    np.testing.assert_array_equal(fast[1], full[1])
-    assert fast[0].shape == (1, d) and fast[0].dtype == np.float64 and fast[0].flags.c_contiguous
-
 
 def test_lorentz_kernels_agree_with_the_numpy_formulas():
     """``lorentz_points`` against :mod:`hypann.geometry.models` (numpy, another summation order): a few ulps."""
