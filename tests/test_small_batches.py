@@ -391,7 +391,8 @@ def test_one_plain_query_takes_the_compiled_path_and_answers_as_the_batch(data, 
 
 def test_the_checked_path_answers_what_the_fast_path_does_not_take(data):
     """Graph with exact=True, brute force, a budget, a list, a numpy bool k, two rows, points added: each
-    still answers (through the checked path) as its batch, or reports what is wrong; so does Lorentz input."""
+    still answers (through the checked path) as its batch, or reports what is wrong. A Lorentz query (the
+    compiled path since it takes hyperboloid rows) answers as its batch too."""
     X, Q = data
     for config in (dict(algorithm="graph", exact=True), dict(algorithm="brute")):
         index = hypann.HyperbolicIndex(random_state=0, verbose=False, **config).build(X)
@@ -518,7 +519,7 @@ def test_lorentz_kernels_agree_with_the_numpy_formulas():
     for c in (1.0, 0.3, 4.0):
         X = poincare_to_lorentz(ball_points(rng, 300, 6, min_conformal=1e-14) / np.sqrt(c), c=c)
         points, conformal, residual = _kernels.lorentz_points(X, c)
-        np.testing.assert_allclose(conformal, lorentz_conformal_factor(X, c=c), rtol=4e-16 * 8, atol=0)
+        np.testing.assert_allclose(conformal, lorentz_conformal_factor(X, c=c), rtol=4e-15, atol=0)  # a few ulps
         np.testing.assert_allclose(points, np.sqrt(c) * lorentz_to_poincare(X, c=c), rtol=1e-14, atol=1e-300)
         assert all(_kernels.on_upper_sheet(x0, r) for x0, r in zip(X[:, 0], residual))
         few = _kernels.few_lorentz_points(X[:3], c)
@@ -587,9 +588,10 @@ def test_the_structures_one_query_calls_check_hyperboloid_rows(data):
     tree = HyperbolicKDTree(leaf_size=8).build(X.copy(), conformal.copy())
     graph = HyperbolicGraphIndex(random_state=0).build(X.copy(), conformal.copy())
     LQ = poincare_to_lorentz(Q[:1])
-    for structure in (tree, graph):
+    points, conformal_q, _ = _kernels.lorentz_points(LQ, 1.0)  # the input check's point and factor
+    for structure, batch in ((tree, tree.search_exact), (graph, graph.search)):
         found = structure.search_coordinates(LQ, 1.0, 4, model="lorentz")
-        same = structure.search_coordinates(_kernels.lorentz_points(LQ, 1.0)[0], 1.0, 4)
+        same = batch(points, conformal_q, 4)
         np.testing.assert_array_equal(found.ids, same.ids)
         np.testing.assert_array_equal(found.deltas, same.deltas)
         with pytest.raises(ValueError, match=r"X must be a float64 or float32 numpy array of shape \(1, 6\) for "
