@@ -19,9 +19,9 @@ queries from the same family, k = 10):
   near the boundary is ``~6e-8`` in ``|x|``, i.e. ``1-|x|^2`` is rounded at
   ``~1e-7``, hyperbolic norm ~16);
 * ``check changed`` and ``warns``: the build's own check (:mod:`hypann.rounding`):
-  how many of the 256 points nearest the boundary had the distance to their
-  nearest neighbour changed by more than 10 % by the rounding, and whether
-  the build warned (``Float32PrecisionWarning``).
+  how many of the points it checked (up to 256, those nearest the boundary)
+  had the distance to their nearest neighbour changed by more than 10 % by
+  the rounding, and whether the build warned (``Float32PrecisionWarning``).
 
 Usage::
 
