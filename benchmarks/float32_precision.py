@@ -18,10 +18,11 @@ queries from the same family, k = 10):
 * ``max norm``: the largest hyperbolic norm in the data (float32 resolution
   near the boundary is ``~6e-8`` in ``|x|``, i.e. ``1-|x|^2`` is rounded at
   ``~1e-7``, hyperbolic norm ~16);
-* ``check changed`` and ``warns``: the build's own check (:mod:`hypann.rounding`):
+* ``check changed``, ``check max change`` and ``warns``: the build's own check (:mod:`hypann.rounding`):
   how many of the points it checked (up to 256, those nearest the boundary)
   had the distance to their nearest neighbour changed by more than 10 % by
-  the rounding, and whether the build warned (``Float32PrecisionWarning``).
+  the rounding, the largest such change (``check max change``), and whether
+  the build warned (``Float32PrecisionWarning``).
 
 Usage::
 
@@ -73,7 +74,8 @@ def measure(name, X, Q, k=10):
             "recall_at_10": float(recall), "kth_ratio_max": float(ratio.max()),
             "dist_rel_err_median": float(np.median(rel)) if rel.size else 0.0,
             "dist_rel_err_max": float(rel.max()) if rel.size else 0.0, "collapsed": float(collapsed),
-            "check_changed": f"{check.changed}/{check.sampled}", "warns": warned}
+            "check_changed": f"{check.changed}/{check.sampled}", "check_max_change": check.max_change,
+            "warns": warned}
 
 
 def main():
@@ -100,7 +102,7 @@ def main():
             rows.append(measure(f"{fam}", X, Q))
             print(rows[-1], file=sys.stderr, flush=True)
     cols = ["data", "d", "n", "max_norm", "min_conformal", "recall_at_10", "kth_ratio_max", "dist_rel_err_median",
-            "dist_rel_err_max", "collapsed", "check_changed", "warns"]
+            "dist_rel_err_max", "collapsed", "check_changed", "check_max_change", "warns"]
     print(markdown_table(rows, cols))
     print("\nwrote", write_json(f"float32_precision_n{args.n}", {"params": vars(args), "rows": rows}))
 
