@@ -20,10 +20,11 @@ same two input points in float64, ``d64``::
 
 A sampled point is *changed* when ``change > CHANGED_RELATIVE``; the build
 warns (:class:`Float32PrecisionWarning`) when more than ``WARN_FRACTION`` of
-the sample is changed. On the benchmark families (20,000 points) the changes
-are either below 3 % at every sampled point, with recall@10 of the float32
-index against the float64 answers at 0.9996 or more, or about 100 % at most of
-them (points merged), with recall 0.28-0.85.
+the sample is changed. On the benchmark families at 20,000 points
+(``benchmarks/float32_precision.py``, ``docs/storage.md``) the changes are
+either at most 3.9 % at every checked point, with recall@10 of the float32
+index against the float64 answers at 0.99 or more, or above 10 % at most of
+them (points merged), with recall 0.27-0.86.
 """
 
 from __future__ import annotations
