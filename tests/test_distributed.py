@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import time
+import warnings
 
 import numpy as np
 import pytest
@@ -326,3 +327,48 @@ def test_cli_builds_and_searches_a_sharded_index(ray_cluster, tmp_path, capsys):
     out = np.load(tmp_path / "out.npz")
     np.testing.assert_allclose(out["distances"], exact_knn(pts[600:], pts[:600], 3)[1], rtol=1e-12)
     assert "mean shards visited per query: 1.000 of 1" in capsys.readouterr().err
+
+
+def test_float32_shards_are_checked_as_one_index(ray_cluster, tmp_path, capsys):
+    """storage='float32' over shards builds (its routing bounds are those of the rounded points), answers as
+    one float32 index, and the driver runs the single index's rounding check over all shards."""
+    from hypann.rounding import Float32PrecisionWarning
+
+    rng = np.random.default_rng(4)
+    centres = rng.standard_normal((300, 4))
+    centres *= np.sqrt(1.0 - 1e-10) / np.linalg.norm(centres, axis=1, keepdims=True)
+    X = np.vstack([centres, centres + 1e-12 * rng.standard_normal(centres.shape)])  # pairs float32 merges
+    with pytest.warns(Float32PrecisionWarning, match=r"of the 256 points nearest it"):
+        index = ShardedIndex(3, n_actors=1, storage="float32").build(X)
+    try:
+        single = hypann.HyperbolicIndex(storage="float32")
+        with pytest.warns(Float32PrecisionWarning):
+            single.build(X)
+        assert index.float32_rounding_ == single.float32_rounding_
+        got, want = index.search(X[::7], 3), single.search(X[::7], 3)
+        np.testing.assert_array_equal(got.distances, want.distances)
+    finally:
+        index.close()
+    calm = ball_points(rng, 400, 4, min_conformal=1e-3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", Float32PrecisionWarning)
+        quiet = ShardedIndex(2, n_actors=1, storage="float32").build(calm)
+    try:
+        assert quiet.float32_rounding_.changed == 0
+    finally:
+        quiet.close()
+    plain = ShardedIndex(2, n_actors=1).build(calm)
+    try:
+        assert not hasattr(plain, "float32_rounding_")
+    finally:
+        plain.close()
+    np.save(tmp_path / "X.npy", calm)
+    assert cli.main(["build", str(tmp_path / "X.npy"), "-o", str(tmp_path / "idx"), "--shards", "2",
+                     "--storage", "float32"]) == 0
+    assert "storage='float32'" in capsys.readouterr().out
+    loaded = ShardedIndex.load(tmp_path / "idx", n_actors=1)  # the manifest's bounds match the float32 shards
+    try:
+        want = hypann.HyperbolicIndex(storage="float32").build(calm).search(calm[:5], 2)
+        np.testing.assert_array_equal(loaded.search(calm[:5], 2).distances, want.distances)
+    finally:
+        loaded.close()

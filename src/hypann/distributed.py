@@ -101,6 +101,7 @@ manifest.
 from __future__ import annotations
 
 import hashlib
+import inspect
 import json
 import logging
 import os
@@ -112,6 +113,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from hypann import _validation as V
+from hypann import rounding
 from hypann._runtime import numba_threads
 from hypann._version import __version__
 from hypann.geometry.bands import INTERSECT_RTOL
@@ -190,6 +192,11 @@ def _file_sha256(path):
         for block in iter(lambda: fh.read(_HASH_CHUNK), b""):
             h.update(block)
     return h.hexdigest()
+
+
+#: Settings of :class:`HyperbolicIndex` itself (not of its algorithm) that a ShardedIndex's ``**params`` may hold.
+_INDEX_SETTINGS = frozenset(name for name, p in inspect.signature(HyperbolicIndex).parameters.items()
+                            if p.kind is not inspect.Parameter.VAR_KEYWORD)
 
 
 class _ShardHost:
@@ -524,6 +531,9 @@ class ShardedIndex:
         Oracle spec for algorithms that use one.
     model, c, random_state, **params
         As for :class:`~hypann.HyperbolicIndex` (``params`` go to every shard).
+        With ``storage="float32"`` the build runs the single index's float32
+        check (:mod:`hypann.rounding`) over the whole sharded index, in the
+        driver, and warns in the same way (``float32_rounding_``).
     address : str, optional
         Ray cluster address for ``ray.init(address=...)`` when Ray is not
         initialized yet; ``None`` finds a running cluster or starts a local
@@ -543,6 +553,8 @@ class ShardedIndex:
     bounds_ : ShardBounds
         Per-shard sizes, hyperbolic norm ranges, bounding boxes and largest
         conformal factors, from which queries are routed.
+    float32_rounding_ : RoundingReport or None
+        Only with ``storage="float32"``: see :class:`~hypann.HyperbolicIndex`.
 
     Examples
     --------
@@ -599,9 +611,10 @@ class ShardedIndex:
             raise TypeError(f"actor_options must be a dict or None, got {type(self.actor_options).__name__}")
         if self.address is not None and not isinstance(self.address, str):
             raise TypeError(f"address must be a string or None, got {type(self.address).__name__}")
-        # the same checks a HyperbolicIndex makes, before any actor starts
+        # the same checks a HyperbolicIndex makes, before any actor starts; the index's own settings among
+        # params (storage=, verbose=) are not the algorithm's
         HyperbolicIndex(**self._shard_settings())._check_settings()
-        make_algorithm(self.algorithm, self.params)
+        make_algorithm(self.algorithm, {k: v for k, v in self.params.items() if k not in _INDEX_SETTINGS})
 
     # -- actors --------------------------------------------------------------
     def _start_actors(self, n_shards):
@@ -691,12 +704,15 @@ class ShardedIndex:
         n, d = points.shape
         if self.n_shards > n:
             raise ValueError(f"n_shards must be <= the number of points ({n}), got n_shards={self.n_shards}")
-        norms = dist0(points, cx=conformal)
-        parts = assign_shards(norms, self.n_shards, self.partition, self.random_state, points=points)
+        # the routing bounds are those of the points as the shards store them (float32 storage: rounded there,
+        # with the factors of the float64 points; a rounded point may even lie on or past the boundary)
+        stored = points.astype(np.float32).astype(np.float64) if self.params.get("storage") == "float32" else points
+        norms = dist0(stored, cx=conformal)
+        parts = assign_shards(norms, self.n_shards, self.partition, self.random_state, points=stored)
         self.close()
         ray = self._start_actors(len(parts))
         self.n_points_, self.dim_ = n, d
-        self.bounds_ = ShardBounds.of_parts(points, conformal, norms, parts)
+        self.bounds_ = ShardBounds.of_parts(stored, conformal, norms, parts)
         try:
             self._sources = [("memory", ray.put(np.ascontiguousarray(points[p])), ray.put(p),
                               ray.put(np.ascontiguousarray(conformal[p]))) for p in parts]
@@ -706,8 +722,24 @@ class ShardedIndex:
         except BaseException:
             self.close()
             raise
+        self._check_float32_rounding(X, points, conformal)
         log.debug("built %r", self)
         return self
+
+    def _check_float32_rounding(self, X, points, conformal):
+        """With ``storage="float32"``: :meth:`HyperbolicIndex.build`'s check (:mod:`hypann.rounding`) over all
+        shards, from the driver's float64 unit-ball ``points``; sets ``float32_rounding_`` and warns."""
+        if self.params.get("storage") != "float32":
+            return
+        self.float32_rounding_ = None
+        if rounding.stored_as_given(np.asarray(V.to_numpy(X)).dtype, self.model, self.c) or self.n_points_ < 2:
+            return
+        report = rounding.check(conformal, lambda rows: (points[rows], conformal[rows]),
+                                lambda queries, q_conformal: self._search_validated(queries, q_conformal, 2, None, {},
+                                                                                    False, 1), c=self.c)
+        self.float32_rounding_ = report
+        if report.harmful:
+            warnings.warn(report.message(), rounding.Float32PrecisionWarning, stacklevel=3)
 
     def _check_fitted(self):
         if not hasattr(self, "actors_"):
@@ -755,6 +787,10 @@ class ShardedIndex:
             raise TypeError(f"allow_partial must be True or False, got {allow_partial!r}")
         shards_per_round = V.check_positive_int(shards_per_round, "shards_per_round", allow_none=True)
         queries, q_conf = V.check_points(Q, name="Q", model=self.model, c=self.c, dim=self.dim_, allow_empty=True)
+        return self._search_validated(queries, q_conf, k, budget, query_params, allow_partial, shards_per_round)
+
+    def _search_validated(self, queries, q_conf, k, budget, query_params, allow_partial, shards_per_round):
+        """:meth:`search` of validated unit-ball queries with their conformal factors (settings checked)."""
         m, n_shards = queries.shape[0], len(self.bounds_.sizes)
         stats = SearchStats.zeros(m, "shards_visited", "shards_missing")
         stats.extra["missing_shards"] = np.zeros((m, n_shards), dtype=bool)
@@ -780,7 +816,7 @@ class ShardedIndex:
                 f"allow_partial=True: shard(s) {np.flatnonzero(missing.any(axis=0)).tolist()} could not be searched; "
                 f"{int(missing.any(axis=1).sum())} of {m} queries may miss neighbours",
                 RuntimeWarning,
-                stacklevel=2,
+                stacklevel=3,
             )
         distances = dist_from_delta(best_d) / np.sqrt(self.c)
         distances[best_ids < 0] = np.inf

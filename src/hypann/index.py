@@ -273,36 +273,22 @@ class HyperbolicIndex:
         changed the nearest-neighbour distances of the points nearest the boundary (:mod:`hypann.rounding`).
 
         Sets ``float32_rounding_``: the :class:`~hypann.rounding.RoundingReport`, or ``None`` when there is
-        nothing to check (float32 input in the unit ball, which the rounding leaves as it is, or fewer than
-        two points).
+        nothing to check (float32 Poincare input at ``c = 1``, which the rounding leaves as it is, or fewer
+        than two points).
         """
         self.float32_rounding_ = None
         source = np.asarray(V.to_numpy(X))  # no copy of an array or a memory map
-        if (source.dtype == np.float32 and self.c == 1.0) or self.n_points_ < 2:
+        if rounding.stored_as_given(source.dtype, self.model, self.c) or self.n_points_ < 2:
             return
-        conformal = self.conformal_  # row order (the kd-tree has put the build's array in its own)
-        rows = rounding.boundary_sample(conformal)
-        change, examined = self._rounding_changes(source, rows[:rounding.PROBE])
-        # the rest of the sample while the searches examine at most rounding.WORK * n points in all
-        work = max(rounding.WORK * conformal.shape[0], rounding.MIN_WORK)
-        affordable = int(work / max(float(np.median(examined)), 1.0))
-        if affordable > rounding.PROBE < rows.shape[0]:
-            change = np.concatenate([change, self._rounding_changes(source, rows[rounding.PROBE:affordable])[0]])
-        report = rounding.rounding_report(change, conformal[rows].min())
+        report = rounding.check(
+            self.conformal_,  # row order (the kd-tree has put the build's array in its own)
+            lambda rows: V.check_points(source[rows], name="X", model=self.model, c=self.c),
+            lambda queries, q_conformal: self._search_validated(queries, q_conformal, 2),
+            c=self.c,
+        )
         self.float32_rounding_ = report
         if report.harmful:
             warnings.warn(report.message(), rounding.Float32PrecisionWarning, stacklevel=3)
-
-    def _rounding_changes(self, source, rows):
-        """:func:`~hypann.rounding.relative_change` of each of ``rows`` and its nearest other stored point,
-        and the points each search examined (``source``: the build's input, ``rows`` into it)."""
-        x, x_conformal = V.check_points(source[rows], name="X", model=self.model, c=self.c)
-        found = self._search_validated(x.astype(np.float32).astype(np.float64), x_conformal, 2)
-        other = found.indices[:, 0] == rows  # the nearest other point: the second when the first is the point itself
-        neighbours = np.where(other, found.indices[:, 1], found.indices[:, 0])
-        stored = np.where(other, found.distances[:, 1], found.distances[:, 0])
-        y, y_conformal = V.check_points(source[neighbours], name="X", model=self.model, c=self.c)
-        return rounding.relative_change(stored, x, x_conformal, y, y_conformal, c=self.c), found.stats.samples
 
     def _check_points_blockwise(self, X):
         """:func:`hypann._validation.check_points` of ``X`` block by block, into points of the ``storage`` dtype.

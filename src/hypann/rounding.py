@@ -92,6 +92,53 @@ class RoundingReport:
         )
 
 
+def stored_as_given(dtype, model, c) -> bool:
+    """Whether float32 storage keeps input of this ``dtype``, ``model`` and curvature as it is: float32
+    Poincare coordinates at ``c = 1`` (any other input is rescaled or mapped to the unit ball, then
+    rounded), so there is nothing to check."""
+    return np.dtype(dtype) == np.float32 and model == "poincare" and c == 1.0
+
+
+def check(conformal, rows_of, search, *, c=1.0) -> RoundingReport:
+    """The :class:`RoundingReport` of a float32 index: the check described above.
+
+    Parameters
+    ----------
+    conformal : ndarray of shape (n,)
+        ``1-|x|^2`` of every indexed point (unit curvature, row order).
+    rows_of : callable
+        ``rows_of(rows) -> (x, x_conformal)``: the float64 unit-ball input points of those rows (as
+        the input check gives them) and their factors.
+    search : callable
+        ``search(queries, q_conformal) -> SearchResult``: the index's 2 nearest points of validated
+        unit-ball queries, ids being rows and distances in curvature ``-c``.
+    c : float
+        The index's curvature.
+
+    The first :data:`PROBE` points of the sample are checked first; the rest only while all the
+    searches examine at most ``max(WORK * n, MIN_WORK)`` points (``stats.samples``).
+    """
+    rows = boundary_sample(conformal)
+    change, examined = _changes(rows[:PROBE], rows_of, search, c)
+    work = max(WORK * conformal.shape[0], MIN_WORK)
+    affordable = int(work / max(float(np.median(examined)), 1.0))
+    if affordable > PROBE < rows.shape[0]:
+        change = np.concatenate([change, _changes(rows[PROBE:affordable], rows_of, search, c)[0]])
+    return rounding_report(change, conformal[rows].min())
+
+
+def _changes(rows, rows_of, search, c):
+    """:func:`relative_change` of each of ``rows`` and its nearest other stored point, and the points
+    each search examined."""
+    x, x_conformal = rows_of(rows)
+    found = search(x.astype(np.float32).astype(np.float64), x_conformal)
+    other = found.indices[:, 0] == rows  # the nearest other point: the second when the first is the point itself
+    neighbours = np.where(other, found.indices[:, 1], found.indices[:, 0])
+    stored = np.where(other, found.distances[:, 1], found.distances[:, 0])
+    y, y_conformal = rows_of(neighbours)
+    return relative_change(stored, x, x_conformal, y, y_conformal, c=c), found.stats.samples
+
+
 def boundary_sample(conformal, size=SAMPLE):
     """Rows of the ``size`` smallest ``conformal`` factors (all rows when there are fewer), ascending row order."""
     conformal = np.asarray(conformal)
