@@ -255,6 +255,7 @@ def test_float32_storage_warns_when_rounding_merges_points_near_the_boundary(mon
 
 
 def test_float32_storage_does_not_warn_away_from_the_boundary_or_on_float32_input():
+    from hypann.geometry.models import poincare_to_lorentz
     from hypann.rounding import Float32PrecisionWarning
 
     rng = np.random.default_rng(1)
@@ -267,9 +268,12 @@ def test_float32_storage_does_not_warn_away_from_the_boundary_or_on_float32_inpu
         # float32 input at c = 1 is stored as it is: nothing to check
         assert hypann.HyperbolicIndex(storage="float32").build(X.astype(np.float32)).float32_rounding_ is None
         assert hypann.HyperbolicIndex(storage="float32").build(X[:1]).float32_rounding_ is None
-        # at another curvature it is scaled to the unit ball and rounded again: checked
+        # at another curvature it is scaled to the unit ball and rounded again: checked; so is float32
+        # input on the hyperboloid, which is mapped to the ball
         X3 = (X / np.sqrt(3.0)).astype(np.float32)
         assert hypann.HyperbolicIndex(storage="float32", c=3.0).build(X3).float32_rounding_.sampled == 256
+        L32 = poincare_to_lorentz(X).astype(np.float32)
+        assert hypann.HyperbolicIndex(storage="float32", model="lorentz").build(L32).float32_rounding_.sampled == 256
     assert not hasattr(hypann.HyperbolicIndex().build(X[:50]), "float32_rounding_")
 
 
