@@ -309,6 +309,16 @@ def test_save_load_round_trip_and_damaged_files(tree_index, ray_cluster, tmp_pat
         index.save(shard.with_name("manifest.json"))
 
 
+def test_index_settings_in_params_are_not_taken_for_the_algorithms():
+    """storage= and verbose= are HyperbolicIndex settings that ShardedIndex passes on; n_jobs is its own."""
+    ShardedIndex(2, storage="float32", verbose=False)._check_settings()
+    with pytest.raises(ValueError, match=r"bad settings for algorithm 'hkdtree': unknown option\(s\) \['width'\]"):
+        ShardedIndex(2, algorithm="hkdtree", width=3)._check_settings()
+    with pytest.raises(ValueError, match=r"a ShardedIndex sets its shards' threads with threads_per_actor=, "
+                                         r"got n_jobs=2"):
+        ShardedIndex(2, n_jobs=2)._check_settings()
+
+
 def test_a_shard_that_fails_to_build_raises_the_shards_error(ray_cluster):
     """leaf_size=0 passes the driver's checks and fails in the actor's build: the ValueError comes back unwrapped."""
     index = ShardedIndex(2, n_actors=1, leaf_size=0)

@@ -611,6 +611,9 @@ class ShardedIndex:
             raise TypeError(f"actor_options must be a dict or None, got {type(self.actor_options).__name__}")
         if self.address is not None and not isinstance(self.address, str):
             raise TypeError(f"address must be a string or None, got {type(self.address).__name__}")
+        if "n_jobs" in self.params:
+            raise ValueError(f"a ShardedIndex sets its shards' threads with threads_per_actor=, got "
+                             f"n_jobs={self.params['n_jobs']!r}")
         # the same checks a HyperbolicIndex makes, before any actor starts; the index's own settings among
         # params (storage=, verbose=) are not the algorithm's
         HyperbolicIndex(**self._shard_settings())._check_settings()
