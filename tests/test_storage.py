@@ -307,3 +307,34 @@ def test_relative_change_of_pairs():
     assert (report.sampled, report.changed, report.max_change) == (4, 2, np.inf) and report.harmful
     np.testing.assert_array_equal(boundary_sample(np.array([0.5, 0.1, 0.9, 0.2]), 2), [1, 3])
     np.testing.assert_array_equal(boundary_sample(np.array([0.5, 0.1]), 5), [0, 1])
+
+
+def test_float32_storage_checks_the_points_it_adds():
+    """add() to a float32 index: points that rounding merges near the boundary warn (as added points), the
+    report replaces the build's; calm points do not warn; float32 input in the unit ball is not checked
+    (the report stays)."""
+    from hypann.rounding import Float32PrecisionWarning, added_changes
+
+    rng = np.random.default_rng(5)
+    calm = ball_points(rng, 600, 5, min_conformal=1e-3)
+    merged = _merged_by_float32(rng, 400, 5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", Float32PrecisionWarning)
+        index = hypann.HyperbolicIndex(storage="float32").build(calm)
+        index.add(ball_points(rng, 50, 5, min_conformal=1e-3))
+        assert index.float32_rounding_.added and index.float32_rounding_.changed == 0
+        before = index.float32_rounding_
+        index.add(ball_points(rng, 50, 5, min_conformal=1e-3).astype(np.float32))  # float32: stored as given
+        assert index.float32_rounding_ is before  # nothing checked: the report stays
+    index = hypann.HyperbolicIndex(storage="float32").build(calm)
+    with pytest.warns(Float32PrecisionWarning, match=r"of the 256 added points nearest it"):
+        index.add(merged)
+    report = index.float32_rounding_
+    assert report.added and report.harmful and report.changed > 0.5 * report.sampled
+    # a neighbour that the exact point does not have among its 3 nearest: the order changed, change inf
+    def search(queries, q_conformal, k):  # the rounded point's 2 nearest are ids 5, 6; the exact one's 7, 8, 9
+        found = np.tile([5, 6] if k == 2 else [7, 8, 9], (len(queries), 1))
+        return hypann.SearchResult(found, np.ones(found.shape), hypann.SearchStats.zeros(len(queries)))
+
+    change, _ = added_changes(calm[:3], conformal_factor(calm[:3]), np.array([0, 1, 2]), search)(np.arange(3))
+    np.testing.assert_array_equal(change, np.inf)

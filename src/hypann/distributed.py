@@ -737,9 +737,11 @@ class ShardedIndex:
         self.float32_rounding_ = None
         if rounding.stored_as_given(np.asarray(V.to_numpy(X)).dtype, self.model, self.c) or self.n_points_ < 2:
             return
-        report = rounding.check(conformal, lambda rows: (points[rows], conformal[rows]),
-                                lambda queries, q_conformal: self._search_validated(queries, q_conformal, 2, None, {},
-                                                                                    False, 1), c=self.c)
+        changes = rounding.built_changes(lambda rows: (points[rows], conformal[rows]),
+                                         lambda queries, q_conformal, k: self._search_validated(queries, q_conformal, k,
+                                                                                                None, {}, False, 1),
+                                         c=self.c)
+        report = rounding.check(conformal, changes)
         self.float32_rounding_ = report
         if report.harmful:
             warnings.warn(report.message(), rounding.Float32PrecisionWarning, stacklevel=3)

@@ -158,9 +158,12 @@ class HyperbolicIndex:
         points nearest the boundary (:mod:`hypann.rounding`): when rounding
         changed the distance to the nearest neighbour by more than 10 % for
         more than a tenth of them, it warns with a
-        :class:`~hypann.rounding.Float32PrecisionWarning`. The check's
+        :class:`~hypann.rounding.Float32PrecisionWarning`. :meth:`add`
+        checks the points it adds (through the index: the built points'
+        float64 originals are gone). The latest check's
         :class:`~hypann.rounding.RoundingReport` is kept as
-        ``float32_rounding_``.
+        ``float32_rounding_`` (an ``add`` of float32 input, which has
+        nothing to check, leaves it).
     verbose : bool, default True
         Show a progress bar (tqdm, on stderr, only when stderr is a terminal)
         for :meth:`search` batches of more than :data:`PROGRESS_MIN_QUERIES`
@@ -280,15 +283,16 @@ class HyperbolicIndex:
         source = np.asarray(V.to_numpy(X))  # no copy of an array or a memory map
         if rounding.stored_as_given(source.dtype, self.model, self.c) or self.n_points_ < 2:
             return
-        report = rounding.check(
-            self.conformal_,  # row order (the kd-tree has put the build's array in its own)
-            lambda rows: V.check_points(source[rows], name="X", model=self.model, c=self.c),
-            lambda queries, q_conformal: self._search_validated(queries, q_conformal, 2),
-            c=self.c,
-        )
+        changes = rounding.built_changes(lambda rows: V.check_points(source[rows], name="X", model=self.model, c=self.c),
+                                         self._search_validated, c=self.c)
+        # the factors in row order (the kd-tree has put the build's array in its own)
+        self._report_rounding(rounding.check(self.conformal_, changes), stacklevel=4)
+
+    def _report_rounding(self, report, *, stacklevel):
+        """Keep ``report`` as ``float32_rounding_``; warn when it is harmful (``stacklevel``: the user's frame)."""
         self.float32_rounding_ = report
         if report.harmful:
-            warnings.warn(report.message(), rounding.Float32PrecisionWarning, stacklevel=3)
+            warnings.warn(report.message(), rounding.Float32PrecisionWarning, stacklevel=stacklevel)
 
     def _check_points_blockwise(self, X):
         """:func:`hypann._validation.check_points` of ``X`` block by block, into points of the ``storage`` dtype.
@@ -408,11 +412,17 @@ class HyperbolicIndex:
             if live.has_removed_label(labels):
                 self.compact()  # a removed row still holds that id
                 live = self.live_
+        exact = points
         if self.storage == "float32":  # stored as the built points are: float32 coordinates (held as float64)
             points = points.astype(np.float32).astype(np.float64)
         live.add(points.copy(), conformal, labels)
         if live.needs_rebuild():
             self.compact()
+        if self.storage == "float32" and not rounding.stored_as_given(np.asarray(V.to_numpy(X)).dtype, self.model,
+                                                                      self.c) and self.n_points_ >= 2:
+            # what rounding the added points changed (the built points' float64 originals are gone)
+            changes = rounding.added_changes(exact, conformal, labels, self._search_validated)
+            self._report_rounding(rounding.check(conformal, changes, added=True), stacklevel=3)
         return self
 
     def remove(self, ids):

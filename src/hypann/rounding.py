@@ -1,4 +1,4 @@
-"""What float32 storage does to the points nearest the boundary: the check :meth:`HyperbolicIndex.build` runs.
+"""What float32 storage does to the points nearest the boundary: the check that ``build`` and ``add`` run.
 
 Rounding a coordinate to float32 moves it by up to ``2^-24 |x|``. The
 conformal factor ``1-|x|^2`` is kept in float64 from the input, but the
@@ -18,9 +18,11 @@ same two input points in float64, ``d64``::
 
     change = |d32 - d64| / d64        (0 when both are 0: exact duplicates stay duplicates)
 
-A sampled point is *changed* when ``change > CHANGED_RELATIVE``; the build
-warns (:class:`Float32PrecisionWarning`) when more than ``WARN_FRACTION`` of
-the sample is changed. On the benchmark families at 20,000 points
+Points added later are checked by ``add`` through the index
+(:func:`added_changes`): the float64 originals of the points already there are
+gone. A sampled point is *changed* when ``change > CHANGED_RELATIVE``; the
+build (or ``add``) warns (:class:`Float32PrecisionWarning`) when more than
+``WARN_FRACTION`` of the sample is changed. On the benchmark families at 20,000 points
 (``benchmarks/float32_precision.py``, ``docs/storage.md``) the changes are
 either at most 3.9 % at every checked point, with recall@10 of the float32
 index against the float64 answers at 0.99 or more, or above 10 % at most of
@@ -69,6 +71,9 @@ class RoundingReport:
         Median and largest relative change ``|d32 - d64| / d64``.
     min_conformal : float
         The smallest ``1-|x|^2`` among the input points (unit curvature).
+    added : bool
+        Whether the points checked are those of an ``add`` (:func:`added_changes`) rather than the
+        built ones.
     """
 
     sampled: int
@@ -76,6 +81,7 @@ class RoundingReport:
     median_change: float
     max_change: float
     min_conformal: float
+    added: bool = False
 
     @property
     def harmful(self) -> bool:
@@ -84,7 +90,8 @@ class RoundingReport:
 
     def message(self) -> str:
         return (
-            f"storage='float32' changes distances near the boundary: of the {self.sampled} points nearest it "
+            f"storage='float32' changes distances near the boundary: of the {self.sampled} "
+            f"{'added points' if self.added else 'points'} nearest it "
             f"(1-|x|^2 down to {self.min_conformal:.1e}), {self.changed} have the distance to their nearest "
             f"neighbour changed by more than {CHANGED_RELATIVE:.0%} by the rounding to float32 (median change "
             f"{self.median_change:.1%}, largest {self.max_change:.0%}). Searches are exact for the rounded points, "
@@ -99,44 +106,82 @@ def stored_as_given(dtype, model, c) -> bool:
     return np.dtype(dtype) == np.float32 and model == "poincare" and c == 1.0
 
 
-def check(conformal, rows_of, search, *, c=1.0) -> RoundingReport:
-    """The :class:`RoundingReport` of a float32 index: the check described above.
+def check(conformal, changes, *, added=False) -> RoundingReport:
+    """The :class:`RoundingReport` of the check described above, over the points of ``conformal``.
 
     Parameters
     ----------
     conformal : ndarray of shape (n,)
-        ``1-|x|^2`` of every indexed point (unit curvature, row order).
-    rows_of : callable
-        ``rows_of(rows) -> (x, x_conformal)``: the float64 unit-ball input points of those rows (as
-        the input check gives them) and their factors.
-    search : callable
-        ``search(queries, q_conformal) -> SearchResult``: the index's 2 nearest points of validated
-        unit-ball queries, ids being rows and distances in curvature ``-c``.
-    c : float
-        The index's curvature.
+        ``1-|x|^2`` of the points checked (unit curvature, row order): every indexed point, or the
+        points of one ``add``.
+    changes : callable
+        ``changes(rows) -> (change, examined)``: the relative change of each of ``rows``
+        (:func:`built_changes`, :func:`added_changes`) and the points each search examined.
+    added : bool
+        Whether the points are added ones (for the report's message).
 
     The first :data:`PROBE` points of the sample are checked first; the rest only while all the
     searches examine at most ``max(WORK * n, MIN_WORK)`` points (``stats.samples``).
     """
     rows = boundary_sample(conformal)
-    change, examined = _changes(rows[:PROBE], rows_of, search, c)
+    change, examined = changes(rows[:PROBE])
     work = max(WORK * conformal.shape[0], MIN_WORK)
     affordable = int(work / max(float(np.median(examined)), 1.0))
     if affordable > PROBE < rows.shape[0]:
-        change = np.concatenate([change, _changes(rows[PROBE:affordable], rows_of, search, c)[0]])
-    return rounding_report(change, conformal[rows].min())
+        change = np.concatenate([change, changes(rows[PROBE:affordable])[0]])
+    return rounding_report(change, conformal[rows].min(), added=added)
 
 
-def _changes(rows, rows_of, search, c):
-    """:func:`relative_change` of each of ``rows`` and its nearest other stored point, and the points
-    each search examined."""
-    x, x_conformal = rows_of(rows)
-    found = search(x.astype(np.float32).astype(np.float64), x_conformal)
-    other = found.indices[:, 0] == rows  # the nearest other point: the second when the first is the point itself
-    neighbours = np.where(other, found.indices[:, 1], found.indices[:, 0])
-    stored = np.where(other, found.distances[:, 1], found.distances[:, 0])
-    y, y_conformal = rows_of(neighbours)
-    return relative_change(stored, x, x_conformal, y, y_conformal, c=c), found.stats.samples
+def built_changes(rows_of, search, *, c=1.0):
+    """``changes`` of :func:`check` for a built index: each row and its nearest other stored point, the
+    distance of the pair over the stored points against the distance of the two input points.
+
+    ``rows_of(rows) -> (x, x_conformal)``: the float64 unit-ball input points of those rows (as the
+    input check gives them) and their factors; ``search(queries, q_conformal, k) -> SearchResult``:
+    the index's ``k`` nearest points of validated unit-ball queries, ids being rows and distances in
+    curvature ``-c``.
+    """
+    def changes(rows):
+        x, x_conformal = rows_of(rows)
+        found = search(x.astype(np.float32).astype(np.float64), x_conformal, 2)
+        other = found.indices[:, 0] == rows  # the nearest other point: the second when the first is the point itself
+        neighbours = np.where(other, found.indices[:, 1], found.indices[:, 0])
+        stored = np.where(other, found.distances[:, 1], found.distances[:, 0])
+        y, y_conformal = rows_of(neighbours)
+        return relative_change(stored, x, x_conformal, y, y_conformal, c=c), found.stats.samples
+
+    return changes
+
+
+def added_changes(exact, conformal, ids, search):
+    """``changes`` of :func:`check` for points just added: what rounding each added point changed.
+
+    The float64 originals of the points already indexed are gone, so the pair is compared through
+    the index: the added point's nearest other point ``y`` (a search from its rounded coordinates,
+    as stored) and the distances to ``y`` from the rounded and from the ``exact`` float64 point (a
+    second search, of 3 points). When ``y`` is not among the exact point's 3 nearest, the
+    neighbours' order changed: the change is ``inf``.
+
+    ``exact`` (m, d), ``conformal`` (m,): the added unit-ball points and their factors; ``ids``
+    (m,): their ids in the index; ``search(queries, q_conformal, k) -> SearchResult`` in ids.
+    """
+    def changes(rows):
+        own = ids[rows]
+        near = search(exact[rows].astype(np.float32).astype(np.float64), conformal[rows], 2)
+        other = near.indices[:, 0] == own
+        neighbours = np.where(other, near.indices[:, 1], near.indices[:, 0])
+        stored = np.where(other, near.distances[:, 1], near.distances[:, 0])
+        far = search(exact[rows], conformal[rows], 3)
+        hit = far.indices == neighbours[:, None]
+        d64 = np.where(hit.any(axis=1), far.distances[np.arange(len(rows)), hit.argmax(axis=1)], np.nan)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            change = np.abs(stored - d64) / d64
+        change[(d64 == 0) & (stored == 0)] = 0.0
+        change[(d64 == 0) & (stored != 0)] = np.inf
+        change[np.isnan(d64)] = np.inf
+        return change, near.stats.samples + far.stats.samples
+
+    return changes
 
 
 def boundary_sample(conformal, size=SAMPLE):
@@ -163,8 +208,8 @@ def relative_change(stored_distance, x, x_conformal, y, y_conformal, *, c=1.0):
     return change
 
 
-def rounding_report(change, min_conformal) -> RoundingReport:
+def rounding_report(change, min_conformal, *, added=False) -> RoundingReport:
     """The :class:`RoundingReport` of the sample's relative changes (:func:`relative_change`)."""
     change = np.asarray(change, dtype=np.float64)
     return RoundingReport(int(change.shape[0]), int(np.count_nonzero(change > CHANGED_RELATIVE)),
-                          float(np.median(change)), float(change.max()), float(min_conformal))
+                          float(np.median(change)), float(change.max()), float(min_conformal), added)
