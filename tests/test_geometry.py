@@ -324,11 +324,23 @@ def _block_square_sum_checked(q, x, j):
 def _block_square_sum_reference(q, x, j):
     """The tree of block_square_sum in Python floats (IEEE double): pairs of squares, summed pairwise
     over three levels, then the two lanes."""
-    t = [(float(q[i]) - float(x[i])) ** 2 for i in range(j, j + LANE_BLOCK)]
+    diff = [float(q[i]) - float(x[i]) for i in range(j, j + LANE_BLOCK)]
+    t = [v * v for v in diff]  # a product, as the kernel's: Python's v ** 2 calls pow, off by an ulp at times
     level = [(t[s], t[s + 1]) for s in range(0, LANE_BLOCK, 2)]
     while len(level) > 1:
         level = [(a[0] + b[0], a[1] + b[1]) for a, b in zip(level[::2], level[1::2])]
     return level[0][0] + level[0][1]
+
+
+@pytest.mark.kernels
+def test_block_square_sum_on_a_row_where_pow_is_not_a_product():
+    """The case hypothesis found against a reference that squared with Python's ``** 2`` (``pow``, one ulp
+    off for this difference); the references square with a product, as the kernels do."""
+    v = 4.404886352622067e-05
+    assert v ** 2 != v * v
+    q, _, x, _ = _mixed_scale_pair(np.random.default_rng(4294967295), 78, np.float64)
+    assert v in [float(q[i]) - float(x[i]) for i in range(LANE_BLOCK)]
+    assert _block_square_sum(q, x, 0) == _block_square_sum_reference(q, x, 0)
 
 
 @pytest.mark.kernels
@@ -393,7 +405,8 @@ def test_add_row_squares4_is_four_sequential_sums_bit_for_bit(d, seed, dtypes, s
     for x, s in zip(rows, sums):
         s = float(s)
         for i in range(start, stop):
-            s += (float(q[i]) - float(x[i])) ** 2
+            v = float(q[i]) - float(x[i])
+            s += v * v  # a product, as the kernel's (not pow)
         want.append(s)
     assert _add_row_squares4(q, *rows, start, stop, sums) == tuple(want)
 
