@@ -144,9 +144,7 @@ def built_changes(rows_of, search, *, c=1.0):
     def changes(rows):
         x, x_conformal = rows_of(rows)
         found = search(x.astype(np.float32).astype(np.float64), x_conformal, 2)
-        other = found.indices[:, 0] == rows  # the nearest other point: the second when the first is the point itself
-        neighbours = np.where(other, found.indices[:, 1], found.indices[:, 0])
-        stored = np.where(other, found.distances[:, 1], found.distances[:, 0])
+        neighbours, stored = _nearest_other(found, rows)
         y, y_conformal = rows_of(neighbours)
         return relative_change(stored, x, x_conformal, y, y_conformal, c=c), found.stats.samples
 
@@ -166,22 +164,34 @@ def added_changes(exact, conformal, ids, search):
     (m,): their ids in the index; ``search(queries, q_conformal, k) -> SearchResult`` in ids.
     """
     def changes(rows):
-        own = ids[rows]
         near = search(exact[rows].astype(np.float32).astype(np.float64), conformal[rows], 2)
-        other = near.indices[:, 0] == own
-        neighbours = np.where(other, near.indices[:, 1], near.indices[:, 0])
-        stored = np.where(other, near.distances[:, 1], near.distances[:, 0])
+        neighbours, stored = _nearest_other(near, ids[rows])
         far = search(exact[rows], conformal[rows], 3)
         hit = far.indices == neighbours[:, None]
         d64 = np.where(hit.any(axis=1), far.distances[np.arange(len(rows)), hit.argmax(axis=1)], np.nan)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            change = np.abs(stored - d64) / d64
-        change[(d64 == 0) & (stored == 0)] = 0.0
-        change[(d64 == 0) & (stored != 0)] = np.inf
-        change[np.isnan(d64)] = np.inf
-        return change, near.stats.samples + far.stats.samples
+        return _change(stored, d64), near.stats.samples + far.stats.samples
 
     return changes
+
+
+def _nearest_other(found, own):
+    """``(ids, distances)`` of each query's nearest point other than ``own`` (its id) in a 2-nearest
+    ``found``: the second when the first is the point itself."""
+    other = found.indices[:, 0] == own
+    return (np.where(other, found.indices[:, 1], found.indices[:, 0]),
+            np.where(other, found.distances[:, 1], found.distances[:, 0]))
+
+
+def _change(stored, d64):
+    """``|stored - d64| / d64``: 0 where both are 0 (duplicates stay duplicates), ``inf`` where only ``d64``
+    is 0 or where it is NaN (unknown: the neighbours' order changed)."""
+    stored = np.asarray(stored, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        change = np.abs(stored - d64) / d64
+    change[(d64 == 0) & (stored == 0)] = 0.0
+    change[(d64 == 0) & (stored != 0)] = np.inf
+    change[np.isnan(d64)] = np.inf
+    return change
 
 
 def boundary_sample(conformal, size=SAMPLE):
@@ -199,13 +209,7 @@ def relative_change(stored_distance, x, x_conformal, y, y_conformal, *, c=1.0):
     with their factors ``1-|x|^2``; distances in curvature ``-c``. A pair at
     distance 0 in both has change 0; at 0 in float64 only, ``inf``.
     """
-    d64 = dist_from_delta(delta(x, y, cx=x_conformal, cy=y_conformal), c=c)
-    stored_distance = np.asarray(stored_distance, dtype=np.float64)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        change = np.abs(stored_distance - d64) / d64
-    change[(d64 == 0) & (stored_distance == 0)] = 0.0
-    change[(d64 == 0) & (stored_distance != 0)] = np.inf
-    return change
+    return _change(stored_distance, dist_from_delta(delta(x, y, cx=x_conformal, cy=y_conformal), c=c))
 
 
 def rounding_report(change, min_conformal, *, added=False) -> RoundingReport:
