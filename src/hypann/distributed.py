@@ -741,10 +741,7 @@ class ShardedIndex:
                                          lambda queries, q_conformal, k: self._search_validated(queries, q_conformal, k,
                                                                                                 None, {}, False, 1),
                                          c=self.c)
-        report = rounding.check(conformal, changes)
-        self.float32_rounding_ = report
-        if report.harmful:
-            warnings.warn(report.message(), rounding.Float32PrecisionWarning, stacklevel=3)
+        self.float32_rounding_ = rounding.check(conformal, changes, stacklevel=4)  # warns from build
 
     def _check_fitted(self):
         if not hasattr(self, "actors_"):

@@ -5,7 +5,6 @@ from __future__ import annotations
 import inspect
 import logging
 import os
-import warnings
 
 import numpy as np
 
@@ -285,14 +284,8 @@ class HyperbolicIndex:
             return
         changes = rounding.built_changes(lambda rows: V.check_points(source[rows], name="X", model=self.model, c=self.c),
                                          self._search_validated, c=self.c)
-        # the factors in row order (the kd-tree has put the build's array in its own)
-        self._report_rounding(rounding.check(self.conformal_, changes), stacklevel=4)
-
-    def _report_rounding(self, report, *, stacklevel):
-        """Keep ``report`` as ``float32_rounding_``; warn when it is harmful (``stacklevel``: the user's frame)."""
-        self.float32_rounding_ = report
-        if report.harmful:
-            warnings.warn(report.message(), rounding.Float32PrecisionWarning, stacklevel=stacklevel)
+        # the factors in row order (the kd-tree has put the build's array in its own); warns from build
+        self.float32_rounding_ = rounding.check(self.conformal_, changes, stacklevel=4)
 
     def _check_points_blockwise(self, X):
         """:func:`hypann._validation.check_points` of ``X`` block by block, into points of the ``storage`` dtype.
@@ -422,7 +415,7 @@ class HyperbolicIndex:
                                                                       self.c) and self.n_points_ >= 2:
             # what rounding the added points changed (the built points' float64 originals are gone)
             changes = rounding.added_changes(exact, conformal, labels, self._search_validated)
-            self._report_rounding(rounding.check(conformal, changes, added=True), stacklevel=3)
+            self.float32_rounding_ = rounding.check(conformal, changes, added=True, stacklevel=3)
         return self
 
     def remove(self, ids):

@@ -31,6 +31,7 @@ them (points merged), with recall 0.27-0.86.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -106,7 +107,7 @@ def stored_as_given(dtype, model, c) -> bool:
     return np.dtype(dtype) == np.float32 and model == "poincare" and c == 1.0
 
 
-def check(conformal, changes, *, added=False) -> RoundingReport:
+def check(conformal, changes, *, added=False, stacklevel=2) -> RoundingReport:
     """The :class:`RoundingReport` of the check described above, over the points of ``conformal``.
 
     Parameters
@@ -119,6 +120,9 @@ def check(conformal, changes, *, added=False) -> RoundingReport:
         (:func:`built_changes`, :func:`added_changes`) and the points each search examined.
     added : bool
         Whether the points are added ones (for the report's message).
+    stacklevel : int
+        Of the :class:`Float32PrecisionWarning` raised when the report is :attr:`~RoundingReport.harmful`
+        (``warnings.warn``'s count, from this function): the user's frame.
 
     The first :data:`PROBE` points of the sample are checked first; the rest only while all the
     searches examine at most ``max(WORK * n, MIN_WORK)`` points (``stats.samples``).
@@ -129,7 +133,10 @@ def check(conformal, changes, *, added=False) -> RoundingReport:
     affordable = int(work / max(float(np.median(examined)), 1.0))
     if affordable > PROBE < rows.shape[0]:
         change = np.concatenate([change, changes(rows[PROBE:affordable])[0]])
-    return rounding_report(change, conformal[rows].min(), added=added)
+    report = rounding_report(change, conformal[rows].min(), added=added)
+    if report.harmful:
+        warnings.warn(report.message(), Float32PrecisionWarning, stacklevel=stacklevel)
+    return report
 
 
 def built_changes(rows_of, search, *, c=1.0):
