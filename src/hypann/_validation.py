@@ -28,9 +28,6 @@ from hypann.geometry import _kernels
 
 MODELS = ("poincare", "lorentz")
 
-# Relative tolerance on the Lorentz constraint (defined with the kernels that apply it).
-LORENTZ_CONSTRAINT_RTOL = _kernels.LORENTZ_CONSTRAINT_RTOL
-
 
 class ParameterTypeError(TypeError, ValueError):
     """A parameter of the wrong type (``"no"`` for a bool, ``2.0`` for an int, ...).
@@ -245,8 +242,8 @@ def check_points(x, *, name="X", model="poincare", c=1.0, dim=None, allow_empty=
         # -x0^2 + |xs|^2 = -1/c, checked relative to the size of the terms (the one-query kernels
         # compute the same per row, so a query's point and factor have the same bits on either path)
         with threads_for(arr.shape[0]):
-            points, conformal, resid = _kernels.lorentz_points(arr, c)
-        off = ~((arr[:, 0] > 0.0) & (resid <= LORENTZ_CONSTRAINT_RTOL))  # as _kernels.on_upper_sheet
+            points, conformal, resid, on_sheet = _kernels.lorentz_points(arr, c)
+        off = ~on_sheet
         if off.any():
             bad = int(np.flatnonzero(off)[0])
             raise ValueError(

@@ -202,21 +202,23 @@ def on_upper_sheet(x0, residual):
 
 @nb.njit(cache=True, parallel=True)
 def lorentz_points(X, c):
-    """``(points, conformal, residual)`` of the hyperboloid rows ``X`` (n, d+1) of curvature ``-c``.
+    """``(points, conformal, residual, on_sheet)`` of the hyperboloid rows ``X`` (n, d+1) of curvature ``-c``.
 
     Per row, :func:`_lorentz_row`: the unit-curvature Poincare point
-    (n, d), its conformal factor ``1 - |p|^2`` and the constraint's relative
-    residual (the input check takes the rows :func:`on_upper_sheet`). The one-query kernels compute
-    the same per row (:func:`few_lorentz_points`), so a query gets the same
-    bits either way.
+    (n, d), its conformal factor ``1 - |p|^2``, the constraint's relative
+    residual, and whether the input check takes the row (:func:`on_upper_sheet`).
+    The one-query kernels compute the same per row (:func:`few_lorentz_points`),
+    so a query gets the same bits, and the same verdict, either way.
     """
     n = X.shape[0]
     points = np.empty((n, X.shape[1] - 1))
     conformal = np.empty(n)
     residual = np.empty(n)
+    on_sheet = np.empty(n, dtype=np.bool_)
     for i in nb.prange(n):
         conformal[i], residual[i] = _lorentz_row(X[i], c, points[i])
-    return points, conformal, residual
+        on_sheet[i] = on_upper_sheet(X[i, 0], residual[i])
+    return points, conformal, residual, on_sheet
 
 
 @nb.njit(cache=True)
