@@ -86,3 +86,23 @@ class FakeTerminal:
 
     def isatty(self):
         return True
+
+
+class CountingTensor:
+    """A duck-typed tensor (what ``to_numpy`` recognises as one, without torch) that counts its copies to numpy."""
+
+    dtype = "torch.float64"
+
+    def __init__(self, arr):
+        self._arr = arr
+        self.copies = 0
+
+    def detach(self):
+        return self
+
+    def cpu(self):
+        return self
+
+    def numpy(self):
+        self.copies += 1
+        return self._arr

@@ -28,7 +28,7 @@ from hypann.eval.ground_truth import exact_knn  # noqa: E402
 from hypann.geometry import poincare as P  # noqa: E402
 from hypann.geometry.models import poincare_to_lorentz  # noqa: E402
 from hypann.geometry.poincare import pairwise_dist  # noqa: E402
-from tests.conftest import ball_points  # noqa: E402
+from tests.conftest import CountingTensor, ball_points  # noqa: E402
 
 
 def _descendants(pid):
@@ -362,9 +362,11 @@ def test_float32_shards_are_checked_as_one_index(ray_cluster, tmp_path, capsys):
     calm = ball_points(rng, 400, 4, min_conformal=1e-3)
     with warnings.catch_warnings():
         warnings.simplefilter("error", Float32PrecisionWarning)
-        quiet = ShardedIndex(2, n_actors=1, storage="float32").build(calm)
+        tensor = CountingTensor(calm)
+        quiet = ShardedIndex(2, n_actors=1, storage="float32").build(tensor)
     try:
         assert quiet.float32_rounding_.changed == 0
+        assert tensor.copies == 1  # the float32 check reads the one copy again
     finally:
         quiet.close()
     plain = ShardedIndex(2, n_actors=1).build(calm)

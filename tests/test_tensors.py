@@ -13,7 +13,7 @@ import pytest
 
 import hypann
 from hypann.geometry.poincare import pairwise_dist
-from tests.conftest import ball_points
+from tests.conftest import CountingTensor, ball_points
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 
@@ -37,6 +37,20 @@ def test_dlpack_input_without_torch(rng):
     res = hypann.HyperbolicIndex().build(DLPackOnly(X)).search(DLPackOnly(X[:5]), 3)
     np.testing.assert_array_equal(res.indices, ref.indices)
     np.testing.assert_array_equal(res.distances, ref.distances)
+
+
+@pytest.mark.filterwarnings("ignore::hypann.Float32PrecisionWarning")
+def test_tensor_is_copied_once_by_a_float32_build_and_add(rng):
+    # the float32 check reads the caller's float64 points again: from the one copy, not a second
+    X = ball_points(rng, 300, 3, min_conformal=1e-9)
+    built = CountingTensor(X[:250])
+    index = hypann.HyperbolicIndex(algorithm="hkdtree", storage="float32").build(built)
+    assert built.copies == 1 and index.float32_rounding_ is not None
+    added = CountingTensor(X[250:])
+    index.add(added)
+    assert added.copies == 1 and index.float32_rounding_.added
+    ref = hypann.HyperbolicIndex(algorithm="hkdtree", storage="float32").build(X[:250]).add(X[250:])
+    np.testing.assert_array_equal(index.search(X[:20], 5).indices, ref.search(X[:20], 5).indices)
 
 
 def test_numpy_input_never_imports_torch():

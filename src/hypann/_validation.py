@@ -111,6 +111,14 @@ def to_numpy(x):
     return x
 
 
+def numpy_input(x, *, name, model, c):
+    """``x`` for a caller that reads it more than once: a tensor has its manifold checked
+    (:func:`check_tensor_manifold`) and is copied to numpy here, once (:func:`to_numpy`); other input
+    comes back as given (an array or a memory map is not copied)."""
+    check_tensor_manifold(x, name=name, model=model, c=c)
+    return to_numpy(x)
+
+
 def _to_array(x, name):
     try:
         arr = np.asarray(to_numpy(x))

@@ -703,6 +703,7 @@ class ShardedIndex:
     def build(self, X):
         """Partition ``X`` (n, d) (or (n, d+1) on the hyperboloid) and build every shard in parallel; returns self."""
         self._check_settings()
+        X = V.numpy_input(X, name="X", model=self.model, c=self.c)  # read again by the float32 check
         points, conformal = V.check_points(X, name="X", model=self.model, c=self.c)
         n, d = points.shape
         if self.n_shards > n:
@@ -735,7 +736,7 @@ class ShardedIndex:
         if self.params.get("storage") != "float32":
             return
         self.float32_rounding_ = None
-        if rounding.stored_as_given(np.asarray(V.to_numpy(X)).dtype, self.model, self.c) or self.n_points_ < 2:
+        if rounding.stored_as_given(np.asarray(X).dtype, self.model, self.c) or self.n_points_ < 2:
             return
         changes = rounding.built_changes(lambda rows: (points[rows], conformal[rows]),
                                          lambda queries, q_conformal, k: self._search_validated(queries, q_conformal, k,

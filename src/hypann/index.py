@@ -261,6 +261,7 @@ class HyperbolicIndex:
         self._check_settings()
         if isinstance(X, (str, os.PathLike)):
             X = open_npy(X, name="X")
+        X = V.numpy_input(X, name="X", model=self.model, c=self.c)  # read again by the float32 check
         if isinstance(X, np.ndarray) and X.ndim == 2 and X.shape[0] > _STORAGE_BLOCK:
             points, conformal = self._check_points_blockwise(X)
         else:
@@ -279,7 +280,7 @@ class HyperbolicIndex:
         than two points).
         """
         self.float32_rounding_ = None
-        source = np.asarray(V.to_numpy(X))  # no copy of an array or a memory map
+        source = np.asarray(X)  # numpy_input's: no copy of an array, a memory map or a tensor
         if rounding.stored_as_given(source.dtype, self.model, self.c) or self.n_points_ < 2:
             return
         changes = rounding.built_changes(lambda rows: V.check_points(source[rows], name="X", model=self.model, c=self.c),
@@ -392,6 +393,7 @@ class HyperbolicIndex:
             consecutive ids after the largest id in use.
         """
         self._check_fitted()
+        X = V.numpy_input(X, name="X", model=self.model, c=self.c)  # read again by the float32 check
         points, conformal = V.check_points(X, name="X", model=self.model, c=self.c, dim=self.dim_)
         live = self.live_
         if ids is None:
@@ -411,7 +413,7 @@ class HyperbolicIndex:
         live.add(points.copy(), conformal, labels)
         if live.needs_rebuild():
             self.compact()
-        if self.storage == "float32" and not rounding.stored_as_given(np.asarray(V.to_numpy(X)).dtype, self.model,
+        if self.storage == "float32" and not rounding.stored_as_given(np.asarray(X).dtype, self.model,
                                                                       self.c) and self.n_points_ >= 2:
             # what rounding the added points changed (the built points' float64 originals are gone)
             changes = rounding.added_changes(exact, conformal, labels, self._search_validated)

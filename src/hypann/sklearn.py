@@ -87,8 +87,7 @@ class _HyperbolicNeighborsBase(BaseEstimator):
 
     def _validate_X(self, X, *, reset, model, c):
         """Tensors -> numpy (manifold checked), then scikit-learn's checks (sparse, dtype, shape, NaN, n_features)."""
-        V.check_tensor_manifold(X, name="X", model=model, c=c)
-        X = V.to_numpy(X)
+        X = V.numpy_input(X, name="X", model=model, c=c)
         return validate_data(
             self, X, reset=reset, accept_sparse=False, dtype=np.float64,
             ensure_min_samples=1 if reset else 0,
