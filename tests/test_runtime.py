@@ -1,8 +1,12 @@
 """Thread counts of numba kernels: ``numba_threads`` and ``threads_for`` set them per call and restore them;
-handing freed heap back between build phases."""
+handing freed heap back between build phases; the one-line notice of a first compile."""
 
+import os
 import platform
+import subprocess
 import sys
+import textwrap
+from pathlib import Path
 
 import numba
 import numpy as np
@@ -11,6 +15,8 @@ import pytest
 import hypann
 from hypann._runtime import numba_threads, release_freed_heap, threads_for
 from tests.conftest import ball_points
+
+SRC = Path(__file__).resolve().parents[1] / "src"
 
 
 def test_numba_threads_caps_at_the_work_and_restores():
@@ -70,3 +76,42 @@ def test_release_freed_heap_trims_on_glibc_and_is_harmless_elsewhere():
         assert ran
     assert release_freed_heap() == ran
     assert np.array_equal(keep, np.arange(10_000, dtype=np.int64))
+
+
+def test_the_first_compile_notice_asks_about_kernels_the_build_runs():
+    # a graph build never runs the kd-tree's kernels: asking about those said "compiling" on every run.
+    # A fresh interpreter builds with each algorithm and reports which of its first_use_kernels ran.
+    script = textwrap.dedent(
+        """
+        import sys
+        import numpy as np
+        import hypann
+        from hypann import index as index_module
+        asked = []
+        index_module.notice_first_compile = lambda *kernels: asked.append(kernels)
+        X = 0.5 * np.random.default_rng(0).uniform(-1, 1, (300, 3)) / np.sqrt(3)
+        index = hypann.HyperbolicIndex(algorithm=sys.argv[1]).build(X)
+        kernels = type(index.algorithm_).first_use_kernels
+        print(asked == [kernels], len(kernels), all(len(kernel.signatures) > 0 for kernel in kernels))
+        """
+    )
+    for algorithm, expected in [("auto", "True 1 True"), ("hkdtree", "True 1 True"), ("graph", "True 2 True"),
+                                ("vamana", "True 2 True"), ("recentering", "True 0 True")]:
+        proc = subprocess.run([sys.executable, "-c", script, algorithm], capture_output=True, text=True, timeout=600,
+                              env={**os.environ, "PYTHONPATH": str(SRC)})
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        assert proc.stdout.strip() == expected, (algorithm, proc.stdout)
+
+
+def test_the_first_compile_notice_is_logged_once_for_a_kernel_without_a_cache(monkeypatch):
+    from hypann import _runtime
+
+    logged = []
+    monkeypatch.setattr(_runtime, "_NOTICE_SHOWN", False)
+    monkeypatch.setattr(_runtime.log, "warning", logged.append)
+    hypann.HyperbolicIndex(algorithm="graph").build(ball_points(np.random.default_rng(0), 300, 3))
+    assert logged == []  # its kernels ran above (compiled and cached, or loaded from the cache)
+    fresh = numba.njit(cache=True)(lambda x: x + 1)  # never compiled: no cache index yet
+    _runtime.notice_first_compile(*hypann.graph.knn_graph.HyperbolicGraphIndex.first_use_kernels, fresh)
+    _runtime.notice_first_compile(fresh)
+    assert len(logged) == 1 and "compiling numba kernels" in logged[0]

@@ -17,7 +17,6 @@ from hypann.geometry.poincare import delta_from_dist, dist_from_delta
 from hypann.oracles.base import EuclideanOracle
 from hypann.result import RangeSearchResult, SearchResult, SearchStats
 from hypann import rounding
-from hypann.search.hyperbolic_kdtree import _build_tree, _search_exact
 from hypann.search.registry import algorithm_class, available_algorithms, make_algorithm
 from hypann.settings import DEFAULT_K
 from hypann.updates import LiveSet, check_ids, merge_knn, merge_ragged
@@ -317,7 +316,7 @@ class HyperbolicIndex:
         oracle = self.oracle if self.oracle is not None else DEFAULT_ORACLE
         if points is not None and self.storage == "float32" and points.dtype != np.float32:
             points = points.astype(np.float32)
-        notice_first_compile(_build_tree, _search_exact)
+        notice_first_compile(*algo.first_use_kernels)
         verb = "load" if state else "build"
         with numba_threads(self.n_jobs), progress.task(f"{verb} {self.algorithm}", enabled=self.verbose,
                                                       delay=BUILD_PROGRESS_DELAY):

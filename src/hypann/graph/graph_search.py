@@ -86,6 +86,7 @@ class GraphSearch(SearchAlgorithm):
     """
 
     name = "graph"
+    first_use_kernels = HyperbolicGraphIndex.first_use_kernels
     uses_oracle = False
     serial_small_batches = True
     build_settings = (

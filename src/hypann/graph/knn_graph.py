@@ -1198,6 +1198,9 @@ class HyperbolicGraphIndex:
     [0, 1]
     """
 
+    #: kernels every build runs (their on-disk cache shows whether a first build compiles)
+    first_use_kernels = (_refine, _search)
+
     #: Input-order layout unless a build or a state says otherwise (also for objects pickled before the flag).
     in_leaf_order_ = False
 

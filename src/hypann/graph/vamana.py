@@ -448,6 +448,9 @@ class VamanaIndex:
     [0, 1]
     """
 
+    #: kernels every build runs (their on-disk cache shows whether a first build compiles)
+    first_use_kernels = (_medoid, _build_graph)
+
     def __init__(self, *, R: int = 10, L: int = 10, alpha: float = 1.5, passes: int = 2, random_state: int = 0):
         self.R = R
         self.L = L

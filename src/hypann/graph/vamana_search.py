@@ -44,6 +44,7 @@ class VamanaSearch(SearchAlgorithm):
     """
 
     name = "vamana"
+    first_use_kernels = VamanaIndex.first_use_kernels
     uses_oracle = False
     build_settings = (
         Param("R", "int", 10, "out-degree (paper: 10 at 10-D, 20 at 100-D)", low=1),

@@ -108,6 +108,7 @@ class AutoSearch(SearchAlgorithm):
     """
 
     name = "auto"
+    first_use_kernels = HyperbolicKDTree.first_use_kernels  # it builds the kd-tree first
     uses_oracle = False
     build_settings = (
         Param("leaf_size", "int", None, LEAF_SIZE_MEANING, low=1, none_ok=True),

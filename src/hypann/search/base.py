@@ -41,6 +41,9 @@ class SearchAlgorithm:
     #: ``points_shape()`` and ``points_in_input_order()``, and
     #: :class:`hypann.HyperbolicIndex` keeps none of its own)
     owns_points = False
+    #: numba kernels a build compiles on first use: when one has no on-disk cache yet, the index logs
+    #: that it is compiling (:func:`hypann._runtime.notice_first_compile`); none: no notice
+    first_use_kernels = ()
     #: True when ``search`` (and ``search_radius``) take ``removed=`` (one flag per
     #: built row) and skip those points; otherwise the index filters the answers
     supports_removed = False

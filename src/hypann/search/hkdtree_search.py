@@ -38,6 +38,7 @@ class HyperbolicKDTreeSearch(SearchAlgorithm):
     """
 
     name = "hkdtree"
+    first_use_kernels = HyperbolicKDTree.first_use_kernels
     uses_oracle = False
     build_settings = (Param("leaf_size", "int", None, LEAF_SIZE_MEANING, low=1, none_ok=True),)
 

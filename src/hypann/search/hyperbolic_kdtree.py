@@ -997,6 +997,9 @@ class HyperbolicKDTree:
     [0, 1]
     """
 
+    #: kernels every build runs (their on-disk cache shows whether a first build compiles)
+    first_use_kernels = (_build_tree,)
+
     def __init__(self, *, leaf_size: int = 16):
         self.leaf_size = leaf_size
 
