@@ -115,3 +115,14 @@ def test_the_first_compile_notice_is_logged_once_for_a_kernel_without_a_cache(mo
     _runtime.notice_first_compile(*hypann.graph.knn_graph.HyperbolicGraphIndex.first_use_kernels, fresh)
     _runtime.notice_first_compile(fresh)
     assert len(logged) == 1 and "compiling numba kernels" in logged[0]
+
+
+def test_a_load_gives_no_first_compile_notice(monkeypatch, tmp_path):
+    # a load runs none of the build's kernels: asking about them would print the line on every load
+    from hypann import index as index_module
+
+    hypann.HyperbolicIndex(algorithm="graph").build(ball_points(np.random.default_rng(0), 300, 3)).save(tmp_path / "g")
+    asked = []
+    monkeypatch.setattr(index_module, "notice_first_compile", lambda *kernels: asked.append(kernels))
+    hypann.load(tmp_path / "g")
+    assert asked == []

@@ -316,7 +316,8 @@ class HyperbolicIndex:
         oracle = self.oracle if self.oracle is not None else DEFAULT_ORACLE
         if points is not None and self.storage == "float32" and points.dtype != np.float32:
             points = points.astype(np.float32)
-        notice_first_compile(*algo.first_use_kernels)
+        if not state:  # a load runs none of the build's kernels (its search compiles on first use)
+            notice_first_compile(*algo.first_use_kernels)
         verb = "load" if state else "build"
         with numba_threads(self.n_jobs), progress.task(f"{verb} {self.algorithm}", enabled=self.verbose,
                                                       delay=BUILD_PROGRESS_DELAY):
