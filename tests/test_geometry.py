@@ -10,7 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from hypann.geometry import _kernels, models, poincare as P
-from hypann.geometry._vector_lanes import BLOCK_SUM_DEPTH, LANE_BLOCK, add_row_squares4, block_square_sum
+from hypann.geometry._vector_lanes import (BLOCK_SUM_DEPTH, LANE_BLOCK, add_row_squares4, add_row_squares8,
+                                          block_square_sum)
 from tests.conftest import ball_points
 
 mpmath.mp.dps = 60
@@ -251,6 +252,27 @@ def test_delta4_below_is_delta_row_or_proves_it_is_not_below_for_each_row(d, see
 
 
 @pytest.mark.kernels
+@given(st.integers(1, 70), st.integers(0, 2**32 - 1), st.sampled_from([np.float64, np.float32]),
+       st.floats(0.0, 2.0))
+def test_delta8_below_is_delta_row_or_proves_it_is_not_below_for_each_row(d, seed, dtype, where):
+    rng = np.random.default_rng(seed)
+    q = ball_points(rng, 1, d, min_conformal=1e-12)[0]
+    X = ball_points(rng, 20, d, min_conformal=1e-12 if dtype == np.float64 else 1e-5).astype(dtype)
+    cq = _kernels.conformal_factor(q[None, :])[0]
+    cx = _kernels.conformal_factor(X.astype(np.float64))
+    ids = rng.choice(20, 8, replace=False)
+    full = np.array([_kernels.delta_row(q, cq, X[u], cx[u]) for u in ids])
+    for worst in (np.median(full) * where, full.min(), full.max(), np.nextafter(full.max(), np.inf), np.inf, 0.0):
+        got = np.array(_kernels.delta8_below(q, cq, X, cx, ids, worst))
+        for r in range(8):
+            if np.isinf(got[r]):
+                assert full[r] >= worst
+            else:
+                assert got[r] == full[r]
+    np.testing.assert_array_equal(_kernels.delta8_below(q, cq, X, cx, ids, np.inf), full)
+
+
+@pytest.mark.kernels
 @given(st.integers(1, 130), st.integers(0, 2**32 - 1), st.sampled_from([np.float64, np.float32]))
 def test_sq_dist_pair_is_two_sq_dist_rows_bit_for_bit(d, seed, dtype):
     """The tree descents' side test must see the build's values: any other order of the sums
@@ -409,6 +431,48 @@ def test_add_row_squares4_is_four_sequential_sums_bit_for_bit(d, seed, dtypes, s
             s += v * v  # a product, as the kernel's (not pow)
         want.append(s)
     assert _add_row_squares4(q, *rows, start, stop, sums) == tuple(want)
+
+
+@nb.njit
+def _add_row_squares8(q, rows, start, stop, sums):
+    return add_row_squares8(q, rows, start, stop, sums)
+
+
+@nb.njit(boundscheck=True)
+def _add_row_squares8_checked(q, x, start, stop):
+    return add_row_squares8(q, (x, x, x, x, x, x, x, x), start, stop, (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0))
+
+
+@pytest.mark.kernels
+@given(st.integers(1, 90), st.integers(0, 2**32 - 1), st.sampled_from([np.float64, np.float32]), st.booleans(),
+       st.data())
+def test_add_row_squares8_is_eight_sequential_sums_bit_for_bit(d, seed, dtype, strided, data):
+    """Each of the eight lanes (two 4-wide vectors) is its row's sum in order, as the scalar loop
+    (Python floats) gives it: float32 or float64 rows, contiguous or strided, any start and stop."""
+    rng = np.random.default_rng(seed)
+    q = ball_points(rng, 1, d, min_conformal=1e-3)[0] * 0.5
+    rows = [_mixed_scale_row(rng, q, dtype) for _ in range(8)]
+    if strided:
+        rows = [_strided(x) for x in rows]
+    start = data.draw(st.integers(0, d))
+    stop = data.draw(st.integers(start, d))
+    sums = rng.uniform(0.0, 1.0, 8)
+    want = []
+    for x, s in zip(rows, sums):
+        s = float(s)
+        for i in range(start, stop):
+            v = float(q[i]) - float(x[i])
+            s += v * v
+        want.append(s)
+    assert _add_row_squares8(q, tuple(rows), start, stop, tuple(float(s) for s in sums)) == tuple(want)
+
+
+def test_add_row_squares8_checks_bounds_when_numba_does():
+    q = np.zeros(8)
+    assert _add_row_squares8_checked(q, q, 0, 8) == (0.0,) * 8
+    for start, stop in ((0, 9), (-1, 3)):
+        with pytest.raises(IndexError):
+            _add_row_squares8_checked(q, q, start, stop)
 
 
 def test_add_row_squares4_checks_bounds_when_numba_does():

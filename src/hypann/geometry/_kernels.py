@@ -38,7 +38,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from hypann.geometry._vector_lanes import LANE_BLOCK, add_row_squares4, block_square_sum
+from hypann.geometry._vector_lanes import LANE_BLOCK, add_row_squares4, add_row_squares8, block_square_sum
 
 _SPLITTER = 134217729.0  # 2**27 + 1, Veltkamp split for Dekker's exact product
 
@@ -381,6 +381,46 @@ def delta4_below(q, cq, x0, c0, x1, c1, x2, c2, x3, c3, worst):
         return s0 / n0, s1 / n1, s2 / n2, s3 / n3
     return (_finish_below(q, x0, s0, j, n0, worst), _finish_below(q, x1, s1, j, n1, worst),
             _finish_below(q, x2, s2, j, n2, worst), _finish_below(q, x3, s3, j, n3, worst))
+
+
+@nb.njit(cache=True, inline="always")
+def delta8_below(q, cq, points, conf, ids, worst):
+    """:func:`delta4_below` of the eight rows ``points[ids[0]], ..., points[ids[7]]`` (eight-tuple of deltas).
+
+    The eight sums run side by side
+    (:func:`~hypann.geometry._vector_lanes.add_row_squares8`), each in
+    :func:`sq_dist_row`'s order, so every finite result is :func:`delta_row`'s
+    value bit for bit; they stop early as in :func:`delta4_below`, once all
+    eight prefixes pass the screen.
+    """
+    d = q.shape[0]
+    rows = (points[ids[0]], points[ids[1]], points[ids[2]], points[ids[3]], points[ids[4]], points[ids[5]],
+            points[ids[6]], points[ids[7]])
+    dens = (cq * conf[ids[0]], cq * conf[ids[1]], cq * conf[ids[2]], cq * conf[ids[3]], cq * conf[ids[4]],
+            cq * conf[ids[5]], cq * conf[ids[6]], cq * conf[ids[7]])
+    sums = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+    j = 0
+    while j < d:
+        stop = min(j + ABANDON_STRIDE, d)
+        sums = add_row_squares8(q, rows, j, stop, sums)
+        j = stop
+        if j < d:
+            above = True
+            for r in range(8):
+                above = above and sums[r] > worst * dens[r]
+            if above:
+                break
+    if j == d:
+        return (sums[0] / dens[0], sums[1] / dens[1], sums[2] / dens[2], sums[3] / dens[3], sums[4] / dens[4],
+                sums[5] / dens[5], sums[6] / dens[6], sums[7] / dens[7])
+    return (_finish_below(q, rows[0], sums[0], j, dens[0], worst),
+            _finish_below(q, rows[1], sums[1], j, dens[1], worst),
+            _finish_below(q, rows[2], sums[2], j, dens[2], worst),
+            _finish_below(q, rows[3], sums[3], j, dens[3], worst),
+            _finish_below(q, rows[4], sums[4], j, dens[4], worst),
+            _finish_below(q, rows[5], sums[5], j, dens[5], worst),
+            _finish_below(q, rows[6], sums[6], j, dens[6], worst),
+            _finish_below(q, rows[7], sums[7], j, dens[7], worst))
 
 
 #: Dimension from which a scan screens each row with :func:`delta_lanes_below` (shorter rows: the

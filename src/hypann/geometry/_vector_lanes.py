@@ -1,8 +1,8 @@
-"""Sums of squared differences in 2-wide vectors (numba intrinsics).
+"""Sums of squared differences in 2-wide (and 4-wide) vectors (numba intrinsics).
 
 numba runs LLVM without its SLP vectorizer (``NUMBA_SLP_VECTORIZE`` is 0 by
 default, and a library cannot change that process-wide setting for its users),
-so independent scalar sums compile to scalar code. The two intrinsics here emit
+so independent scalar sums compile to scalar code. The intrinsics here emit
 the vector operations directly, each difference and square in float64 (float32
 coordinates are widened first), without fused multiply-add or reassociation:
 
@@ -17,13 +17,15 @@ coordinates are widened first), without fused multiply-add or reassociation:
   (the screen of a scan, whose bound counts that depth);
 * :func:`add_row_squares4`, four rows: each row's sum runs coordinate after
   coordinate, as the scalar loop does, so each lane has that loop's bits
-  (exact ``delta`` values of four rows at once).
+  (exact ``delta`` values of four rows at once);
+* :func:`add_row_squares8`, eight rows as two 4-wide vectors, each lane again
+  its row's sum in order (NN-descent's candidates, eight at a time).
 
-Two lanes, not four or eight: in a one-off timing on this project's machine the
-4- and 8-wide forms of :func:`block_square_sum` made the scans slower when rows
-come from memory and most are abandoned after their first block, while the
-2-wide form was not; 2-wide (SSE2 / NEON) operations are also available on
-every 64-bit x86 and Arm CPU.
+Two lanes in the first two, not four or eight: in a one-off timing on this
+project's machine the 4- and 8-wide forms of :func:`block_square_sum` made the
+scans slower when rows come from memory and most are abandoned after their
+first block, while the 2-wide form was not; 2-wide (SSE2 / NEON) operations are
+also available on every 64-bit x86 and Arm CPU.
 
 Contiguous rows are read by :func:`block_square_sum` with one 2-wide load per
 array and step, other strides with two scalar loads. When numba checks bounds
@@ -172,6 +174,75 @@ def add_row_squares4(typingctx, q, x0, x1, x2, x3, start, stop, s0, s1, s2, s3):
         for acc in accumulators:
             vec = builder.load(acc)
             out.extend(builder.extract_element(vec, ir.IntType(32)(lane)) for lane in range(_WIDTH))
+        return context.make_tuple(builder, signature.return_type, out)
+
+    return sig, codegen
+
+
+#: width of the vectors of :func:`add_row_squares8`
+_WIDTH8 = 4
+
+
+@intrinsic
+def add_row_squares8(typingctx, q, rows, start, stop, sums):
+    """:func:`add_row_squares4` of eight rows (a tuple of eight 1-D arrays of one type, and of eight sums).
+
+    Each row's sum adds its terms one after the other, as the scalar loop
+    does (the same bits); the eight sums run as two 4-wide vectors. With eight
+    rows twice as many sums share each wait on a chain of additions as in
+    :func:`add_row_squares4`. For NN-descent's candidates, which come in runs
+    of up to ``3 C^2``; in a one-off timing of one-thread graph builds at
+    100-D the rounds were faster on uniform and clustered data and the same on
+    the others. On a CPU without 4-wide vectors LLVM splits each into two
+    2-wide ones (the same operations per lane, so the same bits).
+    """
+    if not (_is_float_vector(q) and isinstance(rows, types.UniTuple) and rows.count == 8
+            and _is_float_vector(rows.dtype)):
+        return None
+    if not (isinstance(start, types.Integer) and isinstance(stop, types.Integer)):
+        return None
+    if not (isinstance(sums, types.UniTuple) and sums.count == 8 and isinstance(sums.dtype, types.Float)):
+        return None
+    sig = types.UniTuple(types.float64, 8)(q, rows, start, stop, sums)
+
+    def codegen(context, builder, signature, args):
+        q_ty, rows_ty, start_ty, stop_ty, sums_ty = signature.args
+        q_array = (q_ty, context.make_array(q_ty)(context, builder, args[0]))
+        row_ty = rows_ty.dtype
+        arrays = [(row_ty, context.make_array(row_ty)(context, builder, value))
+                  for value in cgutils.unpack_tuple(builder, args[1])]
+        initial = [context.cast(builder, value, sums_ty.dtype, types.float64)
+                   for value in cgutils.unpack_tuple(builder, args[4])]
+        begin = context.cast(builder, args[2], start_ty, types.intp)
+        end = context.cast(builder, args[3], stop_ty, types.intp)
+        double4 = ir.VectorType(ir.DoubleType(), _WIDTH8)
+        float32_rows = row_ty.dtype == types.float32
+        element4 = ir.VectorType(ir.FloatType() if float32_rows else ir.DoubleType(), _WIDTH8)
+        lanes = [ir.IntType(32)(lane) for lane in range(_WIDTH8)]
+        accumulators = []
+        for group in range(2):
+            vec = ir.Constant(double4, ir.Undefined)
+            for lane in range(_WIDTH8):
+                vec = builder.insert_element(vec, initial[_WIDTH8 * group + lane], lanes[lane])
+            accumulators.append(cgutils.alloca_once_value(builder, vec))
+        with cgutils.for_range(builder, end, start=begin) as loop:
+            qi = _load_double(context, builder, *q_array, loop.index)
+            splat = ir.Constant(double4, ir.Undefined)
+            for lane in range(_WIDTH8):
+                splat = builder.insert_element(splat, qi, lanes[lane])
+            for group, acc in enumerate(accumulators):
+                xv = ir.Constant(element4, ir.Undefined)
+                for lane in range(_WIDTH8):
+                    value = _load_element(context, builder, *arrays[_WIDTH8 * group + lane], loop.index)
+                    xv = builder.insert_element(xv, value, lanes[lane])
+                if float32_rows:
+                    xv = builder.fpext(xv, double4)
+                diff = builder.fsub(splat, xv)
+                builder.store(builder.fadd(builder.load(acc), builder.fmul(diff, diff)), acc)
+        out = []
+        for acc in accumulators:
+            vec = builder.load(acc)
+            out.extend(builder.extract_element(vec, lane) for lane in lanes)
         return context.make_tuple(builder, signature.return_type, out)
 
     return sig, codegen
