@@ -230,46 +230,35 @@ def test_delta_row_below_is_delta_row_or_proves_it_is_not_below(d, seed, dtype, 
     assert _kernels.delta_row_below(q, cq, x, cx, np.inf) == full
 
 
-@pytest.mark.kernels
-@given(st.integers(1, 40), st.integers(0, 2**32 - 1), st.sampled_from([np.float64, np.float32]),
-       st.floats(0.0, 2.0))
-def test_delta4_below_is_delta_row_or_proves_it_is_not_below_for_each_row(d, seed, dtype, where):
-    rng = np.random.default_rng(seed)
-    q = ball_points(rng, 1, d, min_conformal=1e-12)[0]
-    X = ball_points(rng, 4, d, min_conformal=1e-12 if dtype == np.float64 else 1e-5).astype(dtype)
-    cq = _kernels.conformal_factor(q[None, :])[0]
-    cx = _kernels.conformal_factor(X.astype(np.float64))
-    full = np.array([_kernels.delta_row(q, cq, X[r], cx[r]) for r in range(4)])
-    for worst in (np.median(full) * where, full.min(), full.max(), np.nextafter(full.max(), np.inf), np.inf, 0.0):
-        got = np.array(_kernels.delta4_below(q, cq, X[0], cx[0], X[1], cx[1], X[2], cx[2], X[3], cx[3], worst))
-        for r in range(4):
-            if np.isinf(got[r]):
-                assert full[r] >= worst
-            else:
-                assert got[r] == full[r]
-    np.testing.assert_array_equal(
-        _kernels.delta4_below(q, cq, X[0], cx[0], X[1], cx[1], X[2], cx[2], X[3], cx[3], np.inf), full)
+def _rows_below(width, q, cq, X, cx, ids, worst):
+    """:func:`_kernels.delta4_below` (``width`` 4) or :func:`_kernels.delta8_below` (8) of the rows ``ids``."""
+    if width == 8:
+        return np.array(_kernels.delta8_below(q, cq, X, cx, ids, worst))
+    rows = [a for u in ids for a in (X[u], cx[u])]
+    return np.array(_kernels.delta4_below(q, cq, *rows, worst))
 
 
 @pytest.mark.kernels
+@pytest.mark.parametrize("width", [4, 8])
 @given(st.integers(1, 70), st.integers(0, 2**32 - 1), st.sampled_from([np.float64, np.float32]),
        st.floats(0.0, 2.0))
-def test_delta8_below_is_delta_row_or_proves_it_is_not_below_for_each_row(d, seed, dtype, where):
+def test_rows_below_are_delta_row_or_prove_they_are_not_below_for_each_row(width, d, seed, dtype, where):
+    """delta4_below / delta8_below: each row's value is delta_row's bits, or inf only when it is >= worst."""
     rng = np.random.default_rng(seed)
     q = ball_points(rng, 1, d, min_conformal=1e-12)[0]
     X = ball_points(rng, 20, d, min_conformal=1e-12 if dtype == np.float64 else 1e-5).astype(dtype)
     cq = _kernels.conformal_factor(q[None, :])[0]
     cx = _kernels.conformal_factor(X.astype(np.float64))
-    ids = rng.choice(20, 8, replace=False)
+    ids = rng.choice(20, width, replace=False)
     full = np.array([_kernels.delta_row(q, cq, X[u], cx[u]) for u in ids])
     for worst in (np.median(full) * where, full.min(), full.max(), np.nextafter(full.max(), np.inf), np.inf, 0.0):
-        got = np.array(_kernels.delta8_below(q, cq, X, cx, ids, worst))
-        for r in range(8):
+        got = _rows_below(width, q, cq, X, cx, ids, worst)
+        for r in range(width):
             if np.isinf(got[r]):
                 assert full[r] >= worst
             else:
                 assert got[r] == full[r]
-    np.testing.assert_array_equal(_kernels.delta8_below(q, cq, X, cx, ids, np.inf), full)
+    np.testing.assert_array_equal(_rows_below(width, q, cq, X, cx, ids, np.inf), full)
 
 
 @pytest.mark.kernels
@@ -399,6 +388,18 @@ def test_block_square_sum_checks_bounds_when_numba_does():
             _block_square_sum_checked(q, q, j)
 
 
+def _sequential_sums(q, rows, start, stop, sums):
+    """``sums[r] + sum_{i=start}^{stop-1} (q_i - x_r[i])^2`` for each row, term after term in Python floats."""
+    want = []
+    for x, s in zip(rows, sums):
+        s = float(s)
+        for i in range(start, stop):
+            v = float(q[i]) - float(x[i])
+            s += v * v  # a product, as the kernels' (not pow)
+        want.append(s)
+    return tuple(want)
+
+
 @nb.njit
 def _add_row_squares4(q, x0, x1, x2, x3, start, stop, sums):
     return add_row_squares4(q, x0, x1, x2, x3, start, stop, sums[0], sums[1], sums[2], sums[3])
@@ -423,14 +424,7 @@ def test_add_row_squares4_is_four_sequential_sums_bit_for_bit(d, seed, dtypes, s
     start = data.draw(st.integers(0, d))
     stop = data.draw(st.integers(start, d))
     sums = rng.uniform(0.0, 1.0, 4)
-    want = []
-    for x, s in zip(rows, sums):
-        s = float(s)
-        for i in range(start, stop):
-            v = float(q[i]) - float(x[i])
-            s += v * v  # a product, as the kernel's (not pow)
-        want.append(s)
-    assert _add_row_squares4(q, *rows, start, stop, sums) == tuple(want)
+    assert _add_row_squares4(q, *rows, start, stop, sums) == _sequential_sums(q, rows, start, stop, sums)
 
 
 @nb.njit
@@ -456,31 +450,17 @@ def test_add_row_squares8_is_eight_sequential_sums_bit_for_bit(d, seed, dtype, s
         rows = [_strided(x) for x in rows]
     start = data.draw(st.integers(0, d))
     stop = data.draw(st.integers(start, d))
-    sums = rng.uniform(0.0, 1.0, 8)
-    want = []
-    for x, s in zip(rows, sums):
-        s = float(s)
-        for i in range(start, stop):
-            v = float(q[i]) - float(x[i])
-            s += v * v
-        want.append(s)
-    assert _add_row_squares8(q, tuple(rows), start, stop, tuple(float(s) for s in sums)) == tuple(want)
+    sums = tuple(float(s) for s in rng.uniform(0.0, 1.0, 8))
+    assert _add_row_squares8(q, tuple(rows), start, stop, sums) == _sequential_sums(q, rows, start, stop, sums)
 
 
-def test_add_row_squares8_checks_bounds_when_numba_does():
+@pytest.mark.parametrize("checked, rows", [(_add_row_squares4_checked, 4), (_add_row_squares8_checked, 8)])
+def test_add_row_squares_check_bounds_when_numba_does(checked, rows):
     q = np.zeros(8)
-    assert _add_row_squares8_checked(q, q, 0, 8) == (0.0,) * 8
+    assert checked(q, q, 0, 8) == (0.0,) * rows
     for start, stop in ((0, 9), (-1, 3)):
         with pytest.raises(IndexError):
-            _add_row_squares8_checked(q, q, start, stop)
-
-
-def test_add_row_squares4_checks_bounds_when_numba_does():
-    q = np.zeros(8)
-    assert _add_row_squares4_checked(q, q, 0, 8) == (0.0,) * 4
-    for start, stop in ((0, 9), (-1, 3)):
-        with pytest.raises(IndexError):
-            _add_row_squares4_checked(q, q, start, stop)
+            checked(q, q, start, stop)
 
 
 def test_delta_lanes_below_needs_its_shrink_factor():
