@@ -191,10 +191,10 @@ def add_row_squares8(typingctx, q, rows, start, stop, sums):
     does (the same bits); the eight sums run as two 4-wide vectors. With eight
     rows twice as many sums share each wait on a chain of additions as in
     :func:`add_row_squares4`. For NN-descent's candidates, which come in runs
-    of up to ``3 C^2``; in a one-off timing of one-thread graph builds at
-    100-D the rounds were faster on uniform and clustered data and the same on
-    the others. On a CPU without 4-wide vectors LLVM splits each into two
-    2-wide ones (the same operations per lane, so the same bits).
+    of up to ``3 C^2``: one-thread graph builds at 100-D were 15 % faster on
+    uniform data and the same on four other families (docs/benchmarks.md).
+    On a CPU without 4-wide vectors LLVM splits each into two 2-wide ones (the
+    same operations per lane, so the same bits).
     """
     if not (_is_float_vector(q) and isinstance(rows, types.UniTuple) and rows.count == 8
             and _is_float_vector(rows.dtype)):
