@@ -710,7 +710,7 @@ class ShardedIndex:
             raise ValueError(f"n_shards must be <= the number of points ({n}), got n_shards={self.n_shards}")
         # the routing bounds are those of the points as the shards store them (float32 storage: rounded there,
         # with the factors of the float64 points; a rounded point may even lie on or past the boundary)
-        stored = points.astype(np.float32).astype(np.float64) if self.params.get("storage") == "float32" else points
+        stored = rounding.as_stored(points) if self.params.get("storage") == "float32" else points
         norms = dist0(stored, cx=conformal)
         parts = assign_shards(norms, self.n_shards, self.partition, self.random_state, points=stored)
         self.close()

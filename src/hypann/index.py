@@ -409,7 +409,7 @@ class HyperbolicIndex:
                 live = self.live_
         exact = points
         if self.storage == "float32":  # stored as the built points are: float32 coordinates (held as float64)
-            points = points.astype(np.float32).astype(np.float64)
+            points = rounding.as_stored(points)
         live.add(points.copy(), conformal, labels)
         if live.needs_rebuild():
             self.compact()

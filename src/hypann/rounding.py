@@ -100,6 +100,11 @@ class RoundingReport:
         )
 
 
+def as_stored(points):
+    """Float64 ``points`` as a float32 index stores them: rounded to float32, held in float64."""
+    return np.asarray(points, dtype=np.float64).astype(np.float32).astype(np.float64)
+
+
 def stored_as_given(dtype, model, c) -> bool:
     """Whether float32 storage keeps input of this ``dtype``, ``model`` and curvature as it is: float32
     Poincare coordinates at ``c = 1`` (any other input is rescaled or mapped to the unit ball, then
@@ -150,7 +155,7 @@ def built_changes(rows_of, search, *, c=1.0):
     """
     def changes(rows):
         x, x_conformal = rows_of(rows)
-        found = search(x.astype(np.float32).astype(np.float64), x_conformal, 2)
+        found = search(as_stored(x), x_conformal, 2)
         neighbours, stored = _nearest_other(found, rows)
         y, y_conformal = rows_of(neighbours)
         return relative_change(stored, x, x_conformal, y, y_conformal, c=c), found.stats.samples
@@ -171,7 +176,7 @@ def added_changes(exact, conformal, ids, search):
     (m,): their ids in the index; ``search(queries, q_conformal, k) -> SearchResult`` in ids.
     """
     def changes(rows):
-        near = search(exact[rows].astype(np.float32).astype(np.float64), conformal[rows], 2)
+        near = search(as_stored(exact[rows]), conformal[rows], 2)
         neighbours, stored = _nearest_other(near, ids[rows])
         far = search(exact[rows], conformal[rows], 3)
         hit = far.indices == neighbours[:, None]
