@@ -114,18 +114,46 @@ def _load_double(context, builder, aryty, ary, index):
     return builder.fpext(value, ir.DoubleType()) if aryty.dtype == types.float32 else value
 
 
-def _gather_pair(context, builder, first, second, index):
-    """``(float64(a[index]), float64(b[index]))`` of two 1-D arrays as a ``<2 x double>``.
+def _gather(context, builder, arrays, index):
+    """``(float64(a[index]) for a in arrays)`` of 1-D arrays as a ``<len(arrays) x double>``.
 
-    Two float32 arrays are read as a ``<2 x float>`` widened at once; any
-    other pair element by element.
+    Arrays that are all float32 are read as a ``<len x float>`` widened at
+    once; any other mix element by element.
     """
-    both_float32 = first[0].dtype == types.float32 and second[0].dtype == types.float32
-    load = _load_element if both_float32 else _load_double
-    vec = ir.Constant(ir.VectorType(ir.FloatType() if both_float32 else ir.DoubleType(), _WIDTH), ir.Undefined)
-    for lane, (ty, ary) in enumerate((first, second)):
+    all_float32 = all(ty.dtype == types.float32 for ty, _ in arrays)
+    load = _load_element if all_float32 else _load_double
+    vec = ir.Constant(ir.VectorType(ir.FloatType() if all_float32 else ir.DoubleType(), len(arrays)), ir.Undefined)
+    for lane, (ty, ary) in enumerate(arrays):
         vec = builder.insert_element(vec, load(context, builder, ty, ary, index), ir.IntType(32)(lane))
-    return builder.fpext(vec, ir.VectorType(ir.DoubleType(), _WIDTH)) if both_float32 else vec
+    return builder.fpext(vec, ir.VectorType(ir.DoubleType(), len(arrays))) if all_float32 else vec
+
+
+def _row_squares(context, builder, q_array, arrays, begin, end, initial, width):
+    """The codegen of :func:`add_row_squares4` and :func:`add_row_squares8`: ``initial[r] + sum_{i=begin}^{end-1}
+    (q_i - x_r[i])^2`` for each row array ``x_r`` of ``arrays``, the rows in groups of ``width`` lanes of one
+    vector, each lane's sum term after term. Returns the float64 sums (a list, in row order)."""
+    double = ir.VectorType(ir.DoubleType(), width)
+    lanes = [ir.IntType(32)(lane) for lane in range(width)]
+    groups = [arrays[g:g + width] for g in range(0, len(arrays), width)]
+    accumulators = []
+    for g in range(len(groups)):
+        vec = ir.Constant(double, ir.Undefined)
+        for lane in range(width):
+            vec = builder.insert_element(vec, initial[g * width + lane], lanes[lane])
+        accumulators.append(cgutils.alloca_once_value(builder, vec))
+    with cgutils.for_range(builder, end, start=begin) as loop:
+        qi = _load_double(context, builder, *q_array, loop.index)
+        splat = ir.Constant(double, ir.Undefined)
+        for lane in lanes:
+            splat = builder.insert_element(splat, qi, lane)
+        for group, acc in zip(groups, accumulators):
+            diff = builder.fsub(splat, _gather(context, builder, group, loop.index))
+            builder.store(builder.fadd(builder.load(acc), builder.fmul(diff, diff)), acc)
+    out = []
+    for acc in accumulators:
+        vec = builder.load(acc)
+        out.extend(builder.extract_element(vec, lane) for lane in lanes)
+    return out
 
 
 @intrinsic
@@ -153,27 +181,8 @@ def add_row_squares4(typingctx, q, x0, x1, x2, x3, start, stop, s0, s1, s2, s3):
         arrays = [(ty, context.make_array(ty)(context, builder, value)) for ty, value in zip(tys[:5], args[:5])]
         begin = context.cast(builder, args[5], tys[5], types.intp)
         end = context.cast(builder, args[6], tys[6], types.intp)
-        double2 = ir.VectorType(ir.DoubleType(), _WIDTH)
-        accumulators = []
-        for pair in range(2):
-            vec = ir.Constant(double2, ir.Undefined)
-            for lane in range(_WIDTH):
-                r = 2 * pair + lane
-                value = context.cast(builder, args[7 + r], tys[7 + r], types.float64)
-                vec = builder.insert_element(vec, value, ir.IntType(32)(lane))
-            accumulators.append(cgutils.alloca_once_value(builder, vec))
-        with cgutils.for_range(builder, end, start=begin) as loop:
-            qi = _load_double(context, builder, *arrays[0], loop.index)
-            splat = builder.insert_element(ir.Constant(double2, ir.Undefined), qi, ir.IntType(32)(0))
-            splat = builder.insert_element(splat, qi, ir.IntType(32)(1))
-            for pair, acc in enumerate(accumulators):
-                xv = _gather_pair(context, builder, arrays[1 + 2 * pair], arrays[2 + 2 * pair], loop.index)
-                diff = builder.fsub(splat, xv)
-                builder.store(builder.fadd(builder.load(acc), builder.fmul(diff, diff)), acc)
-        out = []
-        for acc in accumulators:
-            vec = builder.load(acc)
-            out.extend(builder.extract_element(vec, ir.IntType(32)(lane)) for lane in range(_WIDTH))
+        initial = [context.cast(builder, args[7 + r], tys[7 + r], types.float64) for r in range(4)]
+        out = _row_squares(context, builder, arrays[0], arrays[1:], begin, end, initial, _WIDTH)
         return context.make_tuple(builder, signature.return_type, out)
 
     return sig, codegen
@@ -208,41 +217,13 @@ def add_row_squares8(typingctx, q, rows, start, stop, sums):
     def codegen(context, builder, signature, args):
         q_ty, rows_ty, start_ty, stop_ty, sums_ty = signature.args
         q_array = (q_ty, context.make_array(q_ty)(context, builder, args[0]))
-        row_ty = rows_ty.dtype
-        arrays = [(row_ty, context.make_array(row_ty)(context, builder, value))
+        arrays = [(rows_ty.dtype, context.make_array(rows_ty.dtype)(context, builder, value))
                   for value in cgutils.unpack_tuple(builder, args[1])]
         initial = [context.cast(builder, value, sums_ty.dtype, types.float64)
                    for value in cgutils.unpack_tuple(builder, args[4])]
         begin = context.cast(builder, args[2], start_ty, types.intp)
         end = context.cast(builder, args[3], stop_ty, types.intp)
-        double4 = ir.VectorType(ir.DoubleType(), _WIDTH8)
-        float32_rows = row_ty.dtype == types.float32
-        element4 = ir.VectorType(ir.FloatType() if float32_rows else ir.DoubleType(), _WIDTH8)
-        lanes = [ir.IntType(32)(lane) for lane in range(_WIDTH8)]
-        accumulators = []
-        for group in range(2):
-            vec = ir.Constant(double4, ir.Undefined)
-            for lane in range(_WIDTH8):
-                vec = builder.insert_element(vec, initial[_WIDTH8 * group + lane], lanes[lane])
-            accumulators.append(cgutils.alloca_once_value(builder, vec))
-        with cgutils.for_range(builder, end, start=begin) as loop:
-            qi = _load_double(context, builder, *q_array, loop.index)
-            splat = ir.Constant(double4, ir.Undefined)
-            for lane in range(_WIDTH8):
-                splat = builder.insert_element(splat, qi, lanes[lane])
-            for group, acc in enumerate(accumulators):
-                xv = ir.Constant(element4, ir.Undefined)
-                for lane in range(_WIDTH8):
-                    value = _load_element(context, builder, *arrays[_WIDTH8 * group + lane], loop.index)
-                    xv = builder.insert_element(xv, value, lanes[lane])
-                if float32_rows:
-                    xv = builder.fpext(xv, double4)
-                diff = builder.fsub(splat, xv)
-                builder.store(builder.fadd(builder.load(acc), builder.fmul(diff, diff)), acc)
-        out = []
-        for acc in accumulators:
-            vec = builder.load(acc)
-            out.extend(builder.extract_element(vec, lane) for lane in lanes)
+        out = _row_squares(context, builder, q_array, arrays, begin, end, initial, _WIDTH8)
         return context.make_tuple(builder, signature.return_type, out)
 
     return sig, codegen
