@@ -736,7 +736,7 @@ class ShardedIndex:
         if self.params.get("storage") != "float32":
             return
         self.float32_rounding_ = None
-        if rounding.stored_as_given(np.asarray(X).dtype, self.model, self.c) or self.n_points_ < 2:
+        if rounding.nothing_to_check(X, self.model, self.c, self.n_points_):
             return
         changes = rounding.built_changes(lambda rows: (points[rows], conformal[rows]),
                                          lambda queries, q_conformal, k: self._search_validated(queries, q_conformal, k,

@@ -280,7 +280,7 @@ class HyperbolicIndex:
         """
         self.float32_rounding_ = None
         source = np.asarray(X)  # numpy_input's: no copy of an array, a memory map or a tensor
-        if rounding.stored_as_given(source.dtype, self.model, self.c) or self.n_points_ < 2:
+        if rounding.nothing_to_check(source, self.model, self.c, self.n_points_):
             return
         changes = rounding.built_changes(lambda rows: V.check_points(source[rows], name="X", model=self.model, c=self.c),
                                          self._search_validated, c=self.c)
@@ -413,8 +413,7 @@ class HyperbolicIndex:
         live.add(points.copy(), conformal, labels)
         if live.needs_rebuild():
             self.compact()
-        if self.storage == "float32" and not rounding.stored_as_given(np.asarray(X).dtype, self.model,
-                                                                      self.c) and self.n_points_ >= 2:
+        if self.storage == "float32" and not rounding.nothing_to_check(X, self.model, self.c, self.n_points_):
             # what rounding the added points changed (the built points' float64 originals are gone)
             changes = rounding.added_changes(exact, conformal, labels, self._search_validated)
             self.float32_rounding_ = rounding.check(conformal, changes, added=True, stacklevel=3)

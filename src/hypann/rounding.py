@@ -105,11 +105,11 @@ def as_stored(points):
     return np.asarray(points, dtype=np.float64).astype(np.float32).astype(np.float64)
 
 
-def stored_as_given(dtype, model, c) -> bool:
-    """Whether float32 storage keeps input of this ``dtype``, ``model`` and curvature as it is: float32
-    Poincare coordinates at ``c = 1`` (any other input is rescaled or mapped to the unit ball, then
-    rounded), so there is nothing to check."""
-    return np.dtype(dtype) == np.float32 and model == "poincare" and c == 1.0
+def nothing_to_check(X, model, c, n_points) -> bool:
+    """Whether a float32 index of ``n_points`` built from (or added to with) the input ``X`` has nothing
+    to check: fewer than two points, or float32 Poincare coordinates at ``c = 1``, which float32 storage
+    keeps as they are (any other input is rescaled or mapped to the unit ball, then rounded)."""
+    return n_points < 2 or (np.asarray(X).dtype == np.float32 and model == "poincare" and c == 1.0)
 
 
 def check(conformal, changes, *, added=False, stacklevel=2) -> RoundingReport:
