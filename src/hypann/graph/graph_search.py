@@ -168,6 +168,15 @@ class GraphSearch(SearchAlgorithm):
             self.graph_.build(points, conformal, in_place=True, keep_order=True)
         self.points_ = self.conformal_ = None
 
+    def describe(self) -> str:
+        """The default search list size and, when there are exact copies, the graph's nodes."""
+        graph = self.graph_
+        text = f"default ef {graph.ef_}"
+        copies = graph.n_points_ - graph.n_nodes_
+        if copies:
+            text += f"; {copies} exact copies searched as {graph.n_nodes_} graph nodes"
+        return text
+
     @property
     def supports_radius(self):
         """Range search is offered (exactly, by the kd-tree) with ``exact=True``."""
