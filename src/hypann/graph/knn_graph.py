@@ -1492,10 +1492,13 @@ class HyperbolicGraphIndex:
         if not copies:
             structure = (*structure[:-1], _NO_GROUPS)
         marks = self._visited_marks()
-        threads = nb.get_num_threads() if m > SERIAL_MAX_QUERIES else 1
+        # larger batches take the parallel kernel also on one thread, so that a build (the calibration's
+        # batches) runs it whatever the thread count (first_use_kernels)
+        serial = m <= SERIAL_MAX_QUERIES
+        threads = 1 if serial else nb.get_num_threads()
         seen, tag0 = marks.take(m, threads)
         try:
-            if threads == 1:
+            if serial:
                 return _search_serial(*structure, queries, q_conformal, k, max(ef, k), b, ex, seen[0], tag0)
             n_chunks = max(1, min(m, 4 * threads))
             return _search(*structure, queries, q_conformal, k, max(ef, k), b, ex, n_chunks, seen, tag0)
