@@ -12,7 +12,6 @@ from hypann.datasets.families import make_family
 from hypann.geometry._kernels import brute_knn_delta, conformal_factor, delta_to_candidates
 from hypann.graph import HyperbolicGraphIndex
 from hypann.graph import copies as copies_module
-from hypann.graph import knn_graph
 from hypann.graph.copies import copy_leaders
 from hypann.metrics import recall
 
@@ -146,21 +145,6 @@ def test_copies_are_grouped_only_when_the_graph_keeps_its_order(duplicates):
     X, cx, Q, cq = duplicates
     index = HyperbolicGraphIndex(random_state=0).build(X.copy(), cx.copy(), keep_order=False)
     assert index.n_nodes_ == len(X) and index.copy_groups_.shape == (0,)
-
-
-def test_build_in_place_with_copies_restores_the_points_after_an_error(duplicates, monkeypatch):
-    X, cx, _, _ = duplicates
-    X_own, cx_own = X.copy(), cx.copy()
-
-    def fail(points, *args):
-        assert len(points) < len(X)  # the nodes only
-        raise MemoryError("no room")
-
-    monkeypatch.setattr(knn_graph, "_build_search_graph", fail)
-    with pytest.raises(MemoryError, match="no room"):
-        HyperbolicGraphIndex(random_state=0).build(X_own, cx_own, in_place=True, keep_order=True)
-    np.testing.assert_array_equal(X_own, X)
-    np.testing.assert_array_equal(cx_own, cx)
 
 
 def test_a_graph_over_copies_is_the_same_in_place_or_not_and_for_any_thread_count(duplicates):

@@ -1338,13 +1338,9 @@ class HyperbolicGraphIndex:
             if np.count_nonzero(leader == np.arange(n)) < n:
                 return self._build_grouped(points, conformal, leader, in_place, K, D, ef, target, seed)
         K = min(K, max(n - 1, 1))
-        tree = build_tree(points, self.leaf_size, np.uint64(mix_seed(np.uint64(seed), 11, 0)))
+        tree = _entry_tree(points, self.leaf_size, seed)
         order = tree[4]  # tree position -> input row, points of a leaf side by side
-        if in_place:
-            gather_points_in_place(points, conformal, order)
-            work, work_conformal = points, conformal
-        else:
-            work, work_conformal = points[order], conformal[order]
+        work, work_conformal = _gathered(points, conformal, order, in_place)
         try:
             self.neighbors_, n_comp = _build_search_graph(work, work_conformal, K, D, self.n_trees, self.leaf_size,
                                                           self.max_rounds, seed)
@@ -1386,13 +1382,9 @@ class HyperbolicGraphIndex:
         m = nodes.shape[0]
         K = min(K, max(m - 1, 1))
         arrangement = np.concatenate([nodes, copies])  # position -> input row, kept current for a rollback
-        if in_place:
-            gather_points_in_place(points, conformal, arrangement)
-            work, work_conformal = points, conformal
-        else:
-            work, work_conformal = points[arrangement], conformal[arrangement]
+        work, work_conformal = _gathered(points, conformal, arrangement, in_place)
         try:
-            tree = build_tree(work[:m], self.leaf_size, np.uint64(mix_seed(np.uint64(seed), 11, 0)))
+            tree = _entry_tree(work[:m], self.leaf_size, seed)
             order = tree[4]  # tree position -> node
             gather_points_in_place(work[:m], work_conformal[:m], order)
             arrangement = np.concatenate([nodes[order], copies])
@@ -1671,6 +1663,20 @@ class HyperbolicGraphIndex:
         return (f"{type(self).__name__}(n_neighbors={self.n_neighbors}, max_degree={self.max_degree}, ef={self.ef}, "
                 f"target_recall={self.target_recall}, leaf_size={self.leaf_size}, n_trees={self.n_trees}, "
                 f"max_rounds={self.max_rounds}, random_state={self.random_state}{fitted})")
+
+
+def _entry_tree(points, leaf_size, seed):
+    """The partition tree whose leaves seed the searches (:func:`build_tree` with the build's seed)."""
+    return build_tree(points, leaf_size, np.uint64(mix_seed(np.uint64(seed), 11, 0)))
+
+
+def _gathered(points, conformal, perm, in_place):
+    """``(points[perm], conformal[perm])``: the arrays themselves, reordered in place, with ``in_place``;
+    new arrays otherwise."""
+    if in_place:
+        gather_points_in_place(points, conformal, perm)
+        return points, conformal
+    return points[perm], conformal[perm]
 
 
 def _check_budget(budget):
