@@ -484,6 +484,26 @@ def test_one_query_settings_errors_are_the_checked_paths():
     _same(one, index.search(np.repeat(q, 2, axis=0), 2, ef=32), 0)
 
 
+def test_one_query_settings_checked_once_are_still_checked_by_type_and_alias():
+    """The one-query path keeps the checked form of each setting it met: a value equal to a kept one
+    but of another type (``True == 1``) is still checked, an alias still warns on every call, and an
+    unhashable value takes the checked path."""
+    index = hypann.HyperbolicIndex(algorithm="graph", random_state=0, verbose=False).build(
+        np.random.default_rng(0).uniform(-0.3, 0.3, (60, 3)))
+    q = np.array([[0.1, 0.0, 0.2]])
+    for _ in range(2):
+        _same(index.search(q, 2, ef=1), index.search(np.repeat(q, 2, axis=0), 2, ef=1), 0)
+        with pytest.raises(TypeError, match="ef must be a positive integer"):
+            index.search(q, 2, ef=True)
+        with pytest.raises(TypeError, match="ef must be a positive integer"):
+            index.search(q, 2, ef=1.0)
+        with pytest.warns(DeprecationWarning, match="L is deprecated"):
+            index.search(q, 2, L=32)
+        with pytest.raises(TypeError, match="ef must be a positive integer"):
+            index.search(q, 2, ef=[1])
+    assert len(index._checked_query_params) == 1  # ef=1 only
+
+
 def test_the_structures_one_query_calls_check_their_arguments(data):
     """``search_coordinates`` of the kd-tree and the graph, called directly: a wrong shape, dtype, ``k``
     or ``ef`` is an error before any kernel runs, a row outside the ball gives ``None``."""

@@ -34,6 +34,8 @@ BUILD_PROGRESS_DELAY = 2.0
 #: Algorithms whose random choices depend on a query's row number within the
 #: batch: never split into chunks (the answers would change).
 _ROW_SEEDED = frozenset({"vamana", "random_shells"})
+#: Distinct per-call settings of one-query searches whose checked form an index keeps.
+_QUERY_PARAMS_KEPT = 64
 #: Values of ``storage=``: the dtype of the stored coordinates.
 STORAGE_DTYPES = ("float64", "float32")
 #: Algorithms that accept ``storage="float32"`` (exact against the stored points; see
@@ -519,14 +521,33 @@ class HyperbolicIndex:
         when the settings or the query have a problem (it reports them in its order) or when a graph
         search came back short of ``k`` points (it completes the row)."""
         try:
-            _, params = check_search_options(self.algorithm, None, None, query_params)
-            params = self.algorithm_.check_query_params(**params)
+            params = self._one_query_params(query_params)
         except (TypeError, ValueError):
             return None
         found = self.algorithm_.search_coordinates(Q, self.c, k, model=self.model, **params)  # they check c
         if found is None or any_negative(found[0]):
             return None
         return self._result(*found, short=False)
+
+    def _one_query_params(self, query_params):
+        """Checked per-call settings of a one-query search, kept per algorithm class and setting (a loop of
+        one-query calls passes the same ones each time). A setting given by a deprecated alias (its warning
+        is due on every call) or by an unhashable value is checked anew each time."""
+        if not query_params:
+            return {}
+        memo = self.__dict__.setdefault("_checked_query_params", {})
+        try:  # with the type: ef=True must not find the entry of ef=1
+            key = (type(self.algorithm_), tuple((name, type(value), value) for name, value in query_params.items()))
+            return memo[key]
+        except KeyError:
+            pass
+        except TypeError:  # an unhashable value
+            key = None
+        _, params = check_search_options(self.algorithm, None, None, query_params)
+        params = self.algorithm_.check_query_params(**params)
+        if key is not None and params.keys() == query_params.keys() and len(memo) < _QUERY_PARAMS_KEPT:
+            memo[key] = params
+        return params
 
     def _search_validated(self, queries, q_conf, k, *, budget=None, oracle_params=None, **query_params):
         """:meth:`search` for queries already in the index's representation (unit-curvature points)."""
