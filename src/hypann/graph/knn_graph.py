@@ -1244,6 +1244,9 @@ class HyperbolicGraphIndex:
         its ``delta``. On data with many copies the graph is smaller and its
         lists do not fill with copies of one point. Empty when every point is
         a node.
+    n_nodes_ : int
+        Nodes of the graph (rows of ``neighbors_``): ``m``, or ``n`` without
+        groups of copies.
     ef_ : int
         Default search list size (``ef`` or the calibrated value).
     calibration_recall_ : float
