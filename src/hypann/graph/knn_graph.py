@@ -1120,7 +1120,7 @@ def _search_serial(points, conf, nbrs, pivots, thresholds, children, ranges, ord
                    pivot_node_size, groups, queries, q_conf, k, ef, budget, exclude, seen, tag0):
     """:func:`_search` on the calling thread (one row of marks ``seen``, tags from ``tag0`` on).
 
-    For small batches (and one thread): no thread-pool launch.
+    For batches of at most ``SERIAL_MAX_QUERIES`` queries: no thread-pool launch.
     """
     m = queries.shape[0]
     out_d = np.full((m, k), np.inf)
@@ -1338,8 +1338,10 @@ class HyperbolicGraphIndex:
         in_place = in_place and points.flags.writeable and conformal.flags.writeable
         if keep_order:
             leader = copy_leaders(points, conformal)
-            if np.count_nonzero(leader == np.arange(n)) < n:
-                return self._build_grouped(points, conformal, leader, in_place, K, D, ef, target, seed)
+            is_node = leader == np.arange(n)
+            if not is_node.all():
+                return self._build_grouped(points, conformal, leader, is_node, in_place, K, D, ef, target, seed)
+            del leader, is_node
         K = min(K, max(n - 1, 1))
         tree = _entry_tree(points, self.leaf_size, seed)
         order = tree[4]  # tree position -> input row, points of a leaf side by side
@@ -1369,8 +1371,9 @@ class HyperbolicGraphIndex:
         self.in_leaf_order_ = bool(keep_order)
         return self._finish(points, conformal, tree, n_comp, K, D, ef, target, seed)
 
-    def _build_grouped(self, points, conformal, leader, in_place, K, D, ef, target, seed):
-        """:meth:`build` with ``keep_order`` of points with exact copies (``leader``: :func:`copy_leaders`).
+    def _build_grouped(self, points, conformal, leader, is_node, in_place, K, D, ef, target, seed):
+        """:meth:`build` with ``keep_order`` of points with exact copies (``leader``: :func:`copy_leaders`;
+        ``is_node``: ``leader == arange(n)``, the first row of each group).
 
         The graph and its entry tree are built over the ``m`` first rows of
         the groups of copies only (the *nodes*). ``points_`` holds the nodes
@@ -1378,8 +1381,6 @@ class HyperbolicGraphIndex:
         grouped by their node and in increasing input row within a group
         (rows ``m .. n-1``); :attr:`copy_groups_` says which.
         """
-        n = points.shape[0]
-        is_node = leader == np.arange(n)
         nodes = np.flatnonzero(is_node)  # input rows, increasing
         copies = np.flatnonzero(~is_node)
         m = nodes.shape[0]
