@@ -185,6 +185,11 @@ MAX_CANDIDATES = 16
 NN_DESCENT_TOL = 1e-3
 # Edges per point to the nearest leaf mates in other components of the k-NN graph.
 N_BRIDGES = 4
+#: The trees that seed NN-descent are kept through the rounds (for the bridges) when they take at most this
+#: fraction of the points' bytes (4 trees, int32 ids: from 23-D in float64, 46-D in float32), else freed after
+#: the initial rows and built again when bridges are needed: rebuilding costs time (0.8 s of a 7.5 s build
+#: of 100,000 points at 100-D), keeping them costs build peak, which matters where the points are small.
+KEEP_TREES_UP_TO = 0.25
 # Pivots of tree nodes with at most this many leaves' worth of points seed the search.
 PIVOT_SEED_LEAVES = 8
 # Indexed points whose leave-one-out search calibrates the default ef, and their k.
@@ -213,8 +218,9 @@ _NO_GROUPS.setflags(write=False)
 # int32 below 2^31 points, see forest_index_dtype): the NN-descent rows hold ids (4K B/pt),
 # float32 keys of delta (4K) and new flags (K); the candidate lists of a round 2 C ids (8C; their
 # sampling priorities are recomputed from a hash, never stored); the partition trees that seed
-# the rows (8 n_trees B/pt) are freed before the rounds and rebuilt (same seeds) only when the
-# graph needs bridges. The search graph is assembled from the ids alone (deltas recomputed in
+# the rows (12 n_trees B/pt) are freed before the rounds and rebuilt (same seeds) only when the
+# graph needs bridges, unless they are small beside the points (KEEP_TREES_UP_TO): then they are
+# kept through the rounds. The search graph is assembled from the ids alone (deltas recomputed in
 # float64), so the rows' keys are freed first. The entry-point tree (its leaf order, 8 B/pt, and
 # a node per leaf_size/2 points at most) is part of the final index and lives through the rounds;
 # the build in leaf order adds an inverse permutation (8 B/pt) at the end, and a reordered copy
@@ -276,8 +282,6 @@ def _leaf_window(leaf_ranges, p, tr, max_members, seed):
 @nb.njit(cache=True)
 def _init_row(p, points, conf, leaf_ranges, orders, max_members, seed, row_d, row_i, row_f, seen, tag):
     """Fill the k-NN row of ``p`` from the leaves holding ``p`` in every tree, then random points."""
-    n = points.shape[0]
-    K = row_d.shape[0]
     seen[p] = tag
     for tr in range(orders.shape[0]):
         lo, size, take, off = _leaf_window(leaf_ranges, p, tr, max_members, seed)
@@ -287,6 +291,35 @@ def _init_row(p, points, conf, leaf_ranges, orders, max_members, seed, row_d, ro
                 continue
             seen[v] = tag
             _row_insert(row_d, row_i, row_f, _row_key(delta_row(points[p], conf[p], points[v], conf[v])), v)
+    _fill_row_at_random(p, points, conf, seed, row_d, row_i, row_f, seen, tag)
+
+
+@nb.njit(cache=True)
+def _init_row_batched(p, points, conf, leaf_ranges, orders, max_members, seed, row_d, row_i, row_f, seen, tag,
+                      cand):
+    """:func:`_init_row` with the leaf mates gathered into ``cand`` first and offered eight at a time
+    (:func:`_offer_batched`; from :data:`REFINE_BATCH_MIN_DIM` dimensions). ``cand`` holds
+    ``n_trees * max_members`` ids, the most the windows of :func:`_leaf_window` give."""
+    seen[p] = tag
+    m = 0
+    for tr in range(orders.shape[0]):
+        lo, size, take, off = _leaf_window(leaf_ranges, p, tr, max_members, seed)
+        for s in range(take):
+            v = orders[tr, lo + (off + s) % size]
+            if seen[v] == tag:
+                continue
+            seen[v] = tag
+            cand[m] = v
+            m += 1
+    _offer_batched(points[p], conf[p], points, conf, cand, m, row_d, row_i, row_f)
+    _fill_row_at_random(p, points, conf, seed, row_d, row_i, row_f, seen, tag)
+
+
+@nb.njit(cache=True, inline="always")
+def _fill_row_at_random(p, points, conf, seed, row_d, row_i, row_f, seen, tag):
+    """Offer random points (drawn from ``(seed, p)``, at most ``4 K`` draws) to the row of ``p`` while it is not full."""
+    n = points.shape[0]
+    K = row_d.shape[0]
     state = mix_seed(seed, p, 0x5EED)
     tries = 0
     while row_i[K - 1] < 0 and tries < 4 * K and n > 1:
@@ -322,13 +355,19 @@ def _init_graph(points, conf, leaf_ranges, orders, max_members, seed, row_i, row
     serves all the chunks that thread runs without being cleared.
     """
     n = points.shape[0]
+    batched = points.shape[1] >= REFINE_BATCH_MIN_DIM
     n_chunks = (n + _CHUNK - 1) // _CHUNK
     for ch in nb.prange(n_chunks):
         mine = seen[nb.get_thread_id()]
+        cand = np.empty(orders.shape[0] * max_members, dtype=orders.dtype)  # the bound of _init_row_batched
         for i in range(ch * _CHUNK, min(n, (ch + 1) * _CHUNK)):
             p = orders[0, i]
-            _init_row(p, points, conf, leaf_ranges, orders, max_members, seed, row_d[p], row_i[p], row_f[p],
-                      mine, p + 1)
+            if batched:
+                _init_row_batched(p, points, conf, leaf_ranges, orders, max_members, seed, row_d[p], row_i[p],
+                                  row_f[p], mine, p + 1, cand)
+            else:
+                _init_row(p, points, conf, leaf_ranges, orders, max_members, seed, row_d[p], row_i[p], row_f[p],
+                          mine, p + 1)
 
 
 @nb.njit(cache=True, inline="always")
@@ -525,22 +564,29 @@ def _pull_candidates(p, new_i, old_i, seen, tag, cand):
 
 @nb.njit(cache=True)
 def _refine_row_batched(p, points, conf, new_i, old_i, row_d, row_i, row_f, seen, tag, cand):
-    """:func:`_refine_row` with the candidates (:func:`_pull_candidates`) eight at a time, then four, then one.
+    """:func:`_refine_row` with the candidates gathered first (:func:`_pull_candidates`), then offered
+    eight at a time (:func:`_offer_batched`): the insertions are :func:`_refine_row`'s, in the same
+    order (the graphs are the same as with four at a time, bit for bit). Faster from
+    :data:`REFINE_BATCH_MIN_DIM` dimensions on; in fewer, one sum at a time wins (its early stop is
+    tested at every coordinate).
+    """
+    m = _pull_candidates(p, new_i, old_i, seen, tag, cand)
+    return _offer_batched(points[p], conf[p], points, conf, cand, m, row_d, row_i, row_f)
 
-    Their distances are independent sums side by side
-    (:func:`~hypann.geometry._kernels.delta8_below`,
+
+@nb.njit(cache=True, inline="always")
+def _offer_batched(q, cq, points, conf, cand, m, row_d, row_i, row_f):
+    """Offer the points ``cand[:m]`` to the row of the point ``q`` (conformal factor ``cq``), in that order.
+
+    Their distances are independent sums side by side, eight at a time, then
+    four, then one (:func:`~hypann.geometry._kernels.delta8_below`,
     :func:`~hypann.geometry._kernels.delta4_below`), each stopped early once
     it is proved ``>=`` the row's worst key when the group was taken; that
-    key only falls while the group is offered in turn, so the insertions are
-    :func:`_refine_row`'s, in the same order (the graphs are the same as with
-    four at a time, bit for bit). Faster from
-    :data:`REFINE_BATCH_MIN_DIM` dimensions on; in fewer, one sum at a time
-    wins (its early stop is tested at every coordinate).
+    key only falls while the group is offered in turn, so the row receives
+    the insertions of one full sum at a time, in the same order. Returns the
+    number of insertions.
     """
     K = row_d.shape[0]
-    q = points[p]
-    cq = conf[p]
-    m = _pull_candidates(p, new_i, old_i, seen, tag, cand)
     changed = 0
     t = 0
     while t + 8 <= m:
@@ -614,7 +660,7 @@ def _forest(points, leaf_size, n_trees, seed, index_dtype):
 
 
 def nn_descent(points, conf, K, *, n_trees, leaf_size, max_candidates, max_rounds, tol, seed, return_deltas=True,
-               index_dtype=None):
+               index_dtype=None, forest=None):
     """Approximate ``K`` nearest neighbours of every point: ``(ids, deltas)``, ascending.
 
     Initial rows come from ``n_trees`` Apollonian partition trees (every pair
@@ -627,6 +673,11 @@ def nn_descent(points, conf, K, *, n_trees, leaf_size, max_candidates, max_round
     :func:`~hypann.graph.partition_tree.forest_index_dtype`) is the type of
     the ids and of every id array of the build; the result does not depend
     on it.
+
+    ``forest``, optional, is ``_forest(points, leaf_size, n_trees, seed,
+    index_dtype)`` made by the caller, who keeps it (for the bridges of
+    :func:`_build_search_graph`); otherwise the trees are made here and freed
+    after the initial rows. The result is the same.
     """
     n = points.shape[0]
     dtype = forest_index_dtype(n) if index_dtype is None else index_dtype
@@ -636,7 +687,7 @@ def nn_descent(points, conf, K, *, n_trees, leaf_size, max_candidates, max_round
     row_d = np.full((n, K), np.inf, dtype=np.float32)
     row_f = np.zeros((n, K), dtype=np.bool_)
     visit = np.empty(n, dtype=dtype)
-    leaf_ranges, orders = _forest(points, leaf_size, n_trees, seed, dtype)
+    leaf_ranges, orders = _forest(points, leaf_size, n_trees, seed, dtype) if forest is None else forest
     _init_graph(points, conf, leaf_ranges, orders, 2 * leaf_size, np.uint64(seed), row_i, row_d, row_f,
                 _thread_marks(n, dtype))
     visit[:] = orders[0]
@@ -883,22 +934,25 @@ def _build_search_graph(points, conf, K, D, n_trees, leaf_size, max_rounds, seed
     between its components when it has several); returns ``(neighbours, number of components)``."""
     n = points.shape[0]
     dtype = forest_index_dtype(n)
+    tree_bytes = n_trees * 3 * np.dtype(dtype).itemsize  # a point's leaf range and position in every tree
+    point_bytes = points.shape[1] * points.itemsize + conf.itemsize
+    forest = _forest(points, leaf_size, n_trees, seed, dtype) if tree_bytes <= KEEP_TREES_UP_TO * point_bytes else None
     row_i, _ = nn_descent(points, conf, K, n_trees=n_trees, leaf_size=leaf_size, max_candidates=min(K, MAX_CANDIDATES),
                           max_rounds=max_rounds, tol=NN_DESCENT_TOL, seed=seed, return_deltas=False,
-                          index_dtype=dtype)
+                          index_dtype=dtype, forest=forest)
     release_freed_heap()  # the rounds' keys, flags and candidate lists
     comp = components(row_i)
     n_comp = int(np.count_nonzero(comp == np.arange(n)))
     if n_comp > 1:
-        # the trees that seeded NN-descent, rebuilt from their seeds (freed during the rounds)
-        leaf_ranges, orders = _forest(points, leaf_size, n_trees, seed, dtype)
+        # the trees that seeded NN-descent, kept or rebuilt from their seeds (freed during the rounds)
+        leaf_ranges, orders = _forest(points, leaf_size, n_trees, seed, dtype) if forest is None else forest
         bridge_i, _ = _bridges(points, conf, comp, leaf_ranges, orders, min(N_BRIDGES, D), 2 * leaf_size,
                                np.uint64(seed))
         del leaf_ranges, orders
     else:
         bridge_i = np.full((n, 0), -1, dtype=dtype)
-    del comp
-    release_freed_heap()  # the components' labels and, with bridges, the rebuilt trees and their deltas
+    del comp, forest
+    release_freed_heap()  # the components' labels and, with bridges, the trees and their deltas
     nbrs = _search_graph(points, conf, row_i, bridge_i, D, max(1, D // 2))
     del row_i, bridge_i
     release_freed_heap()
