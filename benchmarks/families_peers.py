@@ -30,8 +30,11 @@ Per method and setting:
   timed **round-robin** (``--repeats`` passes over all of them, median per
   setting) so a busy machine slows them alike;
 * ``single_ms``: one query per call on the first ``--single`` queries, the
-  median per-call time; the calls are interleaved query by query over all
-  settings (``--single-repeats`` passes);
+  median per-call time; the calls are interleaved over all settings, and in
+  a round setting ``j`` answers query ``i + j`` (mod ``--single``), so no
+  call finds the query of the call before it in the cache (settings that
+  share an index would otherwise find the path of the same query warm);
+  ``--single-repeats`` passes;
 * ``build_s_1thr`` / ``build_s_2thr``: build seconds on 1 and 2 threads
   (numba threads for hypann and pynndescent, ``threads=`` for usearch;
   pynndescent = ``NNDescent`` + ``prepare()``). The 1-thread index answers
@@ -292,12 +295,12 @@ def run_case(name, dim, args, progress):
         progress(f"    batch pass {rep + 1}/{args.repeats} done ({time.perf_counter() - t_case:.0f}s)")
     brute_qps = nb / float(np.median(brute_times))
 
-    # single query: interleaved query by query
+    # single query: interleaved over the settings, a different query for each setting in a round
     ns = min(args.single, len(queries))
     for rep in range(args.single_repeats):
         for i in range(ns):
-            for st in settings:
-                x = query_input(st)[i]
+            for j, st in enumerate(settings):
+                x = query_input(st)[(i + j) % ns]
                 t0 = time.perf_counter()
                 st.single(x)
                 st.single_times.append(time.perf_counter() - t0)
