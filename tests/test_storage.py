@@ -338,3 +338,19 @@ def test_float32_storage_checks_the_points_it_adds():
 
     change, _ = added_changes(calm[:3], conformal_factor(calm[:3]), np.array([0, 1, 2]), search)(np.arange(3))
     np.testing.assert_array_equal(change, np.inf)
+
+
+@pytest.mark.parametrize(("algorithm", "params"), [("hkdtree", {}), ("auto", {}), ("graph", {}),
+                                                   ("graph", {"exact": True})])
+def test_conformal_factors_of_an_index_that_holds_the_points(algorithm, params):
+    """``index.conformal_`` of an algorithm that keeps the only (reordered) copy of the points comes from
+    ``conformal_in_input_order()`` (no gathered points): the factors of ``points_in_input_order()``, in
+    row order, equal to the stored representation's."""
+    X = deep_clusters(np.random.default_rng(4), 600, 5)
+    index = hypann.HyperbolicIndex(algorithm=algorithm, storage="float32", random_state=0, **params).build(X)
+    algo = index.algorithm_
+    assert algo.owns_points
+    gathered = algo.points_in_input_order()[1]
+    np.testing.assert_array_equal(algo.conformal_in_input_order(), gathered)
+    np.testing.assert_array_equal(index.conformal_, gathered)
+    np.testing.assert_array_equal(index.conformal_, _stored(X)[1])

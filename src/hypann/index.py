@@ -363,7 +363,7 @@ class HyperbolicIndex:
         if not hasattr(self, "algorithm_"):
             raise AttributeError("conformal_: this HyperbolicIndex is not built yet")
         if self._conformal is None:
-            return self.algorithm_.points_in_input_order()[1]
+            return self.algorithm_.conformal_in_input_order()
         return self._conformal
 
     @property

@@ -153,6 +153,10 @@ class GraphSearch(SearchAlgorithm):
         """``(points, conformal)`` in input row order (new arrays gathered from the kd-tree or the graph)."""
         return (self.tree_ if self.exact else self.graph_).points_in_input_order()
 
+    def conformal_in_input_order(self):
+        """The ``conformal`` of :meth:`points_in_input_order` alone."""
+        return (self.tree_ if self.exact else self.graph_).conformal_in_input_order()
+
     def _build(self, points, conformal, oracle):
         seed = int(self.rng_.integers(2**31))
         self.graph_ = HyperbolicGraphIndex(**self._graph_settings(), random_state=seed)

@@ -1508,13 +1508,22 @@ class HyperbolicGraphIndex:
         self._check_fitted()
         if not self.in_leaf_order_:
             return self.points_, self.conformal_
+        inverse = self._input_positions()
+        return self.points_[inverse], self.conformal_[inverse]
+
+    def conformal_in_input_order(self):
+        """The ``conformal`` of :meth:`points_in_input_order` alone (without gathering the points)."""
+        self._check_fitted()
+        return self.conformal_[self._input_positions()] if self.in_leaf_order_ else self.conformal_
+
+    def _input_positions(self):
+        """Row of ``points_`` of every input row (:attr:`in_leaf_order_`: the inverse of ``tree_order_``)."""
         order = self.tree_order_
         n = order.shape[0]
         if order.min(initial=0) < 0 or order.max(initial=0) >= n or not np.all(np.bincount(order, minlength=n) == 1):
             raise ValueError("HyperbolicGraphIndex state 'tree_order' is not a permutation of the points: the file "
                              "is damaged (verify='full' checks it on load)")
-        inverse = inverse_permutation(order)
-        return self.points_[inverse], self.conformal_[inverse]
+        return inverse_permutation(order)
 
     def _structure(self):
         """The arrays and settings the search kernels take first, in their order."""

@@ -172,6 +172,10 @@ class AutoSearch(SearchAlgorithm):
         """``(points, conformal)`` in input row order (see :class:`HyperbolicKDTreeSearch`)."""
         return self.chosen_.points_in_input_order()
 
+    def conformal_in_input_order(self):
+        """The ``conformal`` of :meth:`points_in_input_order` alone."""
+        return self.chosen_.conformal_in_input_order()
+
     # -- delegation ---------------------------------------------------------
     @property
     def supports_removed(self):

@@ -38,8 +38,8 @@ class SearchAlgorithm:
     #: derived from ``query_settings``
     query_params: tuple = ()
     #: True when the algorithm keeps the only copy of the points (then it offers
-    #: ``points_shape()`` and ``points_in_input_order()``, and
-    #: :class:`hypann.HyperbolicIndex` keeps none of its own)
+    #: ``points_shape()``, ``points_in_input_order()`` and ``conformal_in_input_order()``,
+    #: and :class:`hypann.HyperbolicIndex` keeps none of its own)
     owns_points = False
     #: numba kernels a build compiles on first use: when one has no on-disk cache yet, the index logs
     #: that it is compiling (:func:`hypann._runtime.notice_first_compile`); none: no notice
@@ -52,6 +52,11 @@ class SearchAlgorithm:
     #: with serial kernels only: the index then leaves numba's thread setting
     #: alone for such a call (no parallel kernel waits for an idle thread)
     serial_small_batches = False
+
+    def conformal_in_input_order(self):
+        """The conformal factors of ``points_in_input_order()`` alone (an algorithm that owns the points
+        overrides this to gather them without the points)."""
+        return self.points_in_input_order()[1]
 
     def search_work(self, m):
         """Independent items a search of ``m`` queries splits among threads: caps the threads of

@@ -69,6 +69,10 @@ class HyperbolicKDTreeSearch(SearchAlgorithm):
         """``(points, conformal)`` in input row order (new arrays gathered from the tree)."""
         return self.tree_.points_in_input_order()
 
+    def conformal_in_input_order(self):
+        """The ``conformal`` of :meth:`points_in_input_order` alone."""
+        return self.tree_.conformal_in_input_order()
+
     #: ``search`` takes ``removed=`` (a flag per built row) and skips those points
     supports_removed = True
     serial_small_batches = True

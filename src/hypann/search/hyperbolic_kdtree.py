@@ -1183,6 +1183,11 @@ class HyperbolicKDTree:
         pos = inverse_permutation(self.indices_)
         return self.points_[pos], self.conformal_[pos]
 
+    def conformal_in_input_order(self):
+        """The ``conformal`` of :meth:`points_in_input_order` alone (without gathering the points)."""
+        self._check_fitted()
+        return self.conformal_[inverse_permutation(self.indices_)]
+
     @property
     def nbytes(self) -> int:
         """Memory held by the tree's arrays (bytes), including the point copy."""
