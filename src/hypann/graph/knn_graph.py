@@ -279,27 +279,11 @@ def _leaf_window(leaf_ranges, p, tr, max_members, seed):
     return lo, size, take, off
 
 
-@nb.njit(cache=True)
-def _init_row(p, points, conf, leaf_ranges, orders, max_members, seed, row_d, row_i, row_f, seen, tag):
-    """Fill the k-NN row of ``p`` from the leaves holding ``p`` in every tree, then random points."""
-    seen[p] = tag
-    for tr in range(orders.shape[0]):
-        lo, size, take, off = _leaf_window(leaf_ranges, p, tr, max_members, seed)
-        for s in range(take):
-            v = orders[tr, lo + (off + s) % size]
-            if seen[v] == tag:
-                continue
-            seen[v] = tag
-            _row_insert(row_d, row_i, row_f, _row_key(delta_row(points[p], conf[p], points[v], conf[v])), v)
-    _fill_row_at_random(p, points, conf, seed, row_d, row_i, row_f, seen, tag)
-
-
-@nb.njit(cache=True)
-def _init_row_batched(p, points, conf, leaf_ranges, orders, max_members, seed, row_d, row_i, row_f, seen, tag,
-                      cand):
-    """:func:`_init_row` with the leaf mates gathered into ``cand`` first and offered eight at a time
-    (:func:`_offer_batched`; from :data:`REFINE_BATCH_MIN_DIM` dimensions). ``cand`` holds
-    ``n_trees * max_members`` ids, the most the windows of :func:`_leaf_window` give."""
+@nb.njit(cache=True, inline="always")
+def _leaf_mates(p, leaf_ranges, orders, max_members, seed, seen, tag, cand):
+    """The leaf mates of ``p`` in every tree (:func:`_leaf_window`), each once and not ``p``, into
+    ``cand``; returns their number, at most ``n_trees * max_members`` (the size ``cand`` needs).
+    Marks ``p`` and them ``seen == tag``."""
     seen[p] = tag
     m = 0
     for tr in range(orders.shape[0]):
@@ -311,7 +295,21 @@ def _init_row_batched(p, points, conf, leaf_ranges, orders, max_members, seed, r
             seen[v] = tag
             cand[m] = v
             m += 1
-    _offer_batched(points[p], conf[p], points, conf, cand, m, row_d, row_i, row_f)
+    return m
+
+
+@nb.njit(cache=True)
+def _init_row(p, points, conf, leaf_ranges, orders, max_members, seed, row_d, row_i, row_f, seen, tag, cand):
+    """Fill the k-NN row of ``p`` from its leaf mates in every tree (:func:`_leaf_mates`, into
+    ``cand``), then random points. From :data:`REFINE_BATCH_MIN_DIM` dimensions the leaf mates are
+    offered eight at a time (:func:`_offer_batched`), in fewer one at a time: the same insertions."""
+    m = _leaf_mates(p, leaf_ranges, orders, max_members, seed, seen, tag, cand)
+    if points.shape[1] >= REFINE_BATCH_MIN_DIM:
+        _offer_batched(points[p], conf[p], points, conf, cand, m, row_d, row_i, row_f)
+    else:
+        for s in range(m):
+            v = cand[s]
+            _row_insert(row_d, row_i, row_f, _row_key(delta_row(points[p], conf[p], points[v], conf[v])), v)
     _fill_row_at_random(p, points, conf, seed, row_d, row_i, row_f, seen, tag)
 
 
@@ -355,19 +353,14 @@ def _init_graph(points, conf, leaf_ranges, orders, max_members, seed, row_i, row
     serves all the chunks that thread runs without being cleared.
     """
     n = points.shape[0]
-    batched = points.shape[1] >= REFINE_BATCH_MIN_DIM
     n_chunks = (n + _CHUNK - 1) // _CHUNK
     for ch in nb.prange(n_chunks):
         mine = seen[nb.get_thread_id()]
-        cand = np.empty(orders.shape[0] * max_members, dtype=orders.dtype)  # the bound of _init_row_batched
+        cand = np.empty(orders.shape[0] * max_members, dtype=orders.dtype)  # the bound of _leaf_mates
         for i in range(ch * _CHUNK, min(n, (ch + 1) * _CHUNK)):
             p = orders[0, i]
-            if batched:
-                _init_row_batched(p, points, conf, leaf_ranges, orders, max_members, seed, row_d[p], row_i[p],
-                                  row_f[p], mine, p + 1, cand)
-            else:
-                _init_row(p, points, conf, leaf_ranges, orders, max_members, seed, row_d[p], row_i[p], row_f[p],
-                          mine, p + 1)
+            _init_row(p, points, conf, leaf_ranges, orders, max_members, seed, row_d[p], row_i[p], row_f[p], mine,
+                      p + 1, cand)
 
 
 @nb.njit(cache=True, inline="always")
