@@ -315,7 +315,7 @@ def _init_row(p, points, conf, leaf_ranges, orders, max_members, seed, row_d, ro
 
 @nb.njit(cache=True, inline="always")
 def _fill_row_at_random(p, points, conf, seed, row_d, row_i, row_f, seen, tag):
-    """Offer random points (drawn from ``(seed, p)``, at most ``4 K`` draws) to the row of ``p`` while it is not full."""
+    """Offer random points to the row of ``p`` while it is not full (at most ``4 K`` draws from ``(seed, p)``)."""
     n = points.shape[0]
     K = row_d.shape[0]
     state = mix_seed(seed, p, 0x5EED)
@@ -937,7 +937,7 @@ def _build_search_graph(points, conf, K, D, n_trees, leaf_size, max_rounds, seed
     comp = components(row_i)
     n_comp = int(np.count_nonzero(comp == np.arange(n)))
     if n_comp > 1:
-        # the trees that seeded NN-descent, kept or rebuilt from their seeds (freed during the rounds)
+        # the trees that seeded NN-descent: kept, or rebuilt from their seeds (freed after the initial rows)
         leaf_ranges, orders = _forest(points, leaf_size, n_trees, seed, dtype) if forest is None else forest
         bridge_i, _ = _bridges(points, conf, comp, leaf_ranges, orders, min(N_BRIDGES, D), 2 * leaf_size,
                                np.uint64(seed))
