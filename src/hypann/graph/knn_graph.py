@@ -187,8 +187,8 @@ NN_DESCENT_TOL = 1e-3
 N_BRIDGES = 4
 #: The trees that seed NN-descent are kept through the rounds (for the bridges) when they take at most this
 #: fraction of the points' bytes (4 trees, int32 ids: from 23-D in float64, 46-D in float32), else freed after
-#: the initial rows and built again when bridges are needed: rebuilding costs time (0.8 s of a 7.5 s build
-#: of 100,000 points at 100-D), keeping them costs build peak, which matters where the points are small.
+#: the initial rows and built again when bridges are needed: rebuilding costs time, keeping them costs build
+#: peak, which matters where the points are small (docs/storage.md, "Graph index build").
 KEEP_TREES_UP_TO = 0.25
 # Pivots of tree nodes with at most this many leaves' worth of points seed the search.
 PIVOT_SEED_LEAVES = 8
