@@ -354,3 +354,28 @@ def test_conformal_factors_of_an_index_that_holds_the_points(algorithm, params):
     np.testing.assert_array_equal(algo.conformal_in_input_order(), gathered)
     np.testing.assert_array_equal(index.conformal_, gathered)
     np.testing.assert_array_equal(index.conformal_, _stored(X)[1])
+
+
+@pytest.mark.parametrize("algorithm", ["hkdtree", "graph"])
+def test_the_points_and_their_factors_are_gathered_once(algorithm, monkeypatch):
+    """The index reads the points and their factors from an algorithm that owns them in one gather
+    (``points_in_input_order``): a search of the indexed points themselves, a search after a removal and
+    the rebuild of ``compact`` never gather the factors a second time (``conformal_in_input_order``)."""
+    X = deep_clusters(np.random.default_rng(5), 400, 4)
+    index = hypann.HyperbolicIndex(algorithm=algorithm, random_state=0).build(X)
+    expected = index.search(None, 3)
+    calls = []
+
+    def gather_again():
+        calls.append(1)
+        raise AssertionError("the conformal factors were gathered a second time")
+
+    monkeypatch.setattr(index.algorithm_, "conformal_in_input_order", gather_again)
+    found = index.search(None, 3)
+    np.testing.assert_array_equal(found.indices, expected.indices)
+    np.testing.assert_array_equal(found.distances, expected.distances)
+    index.remove([0, 1])
+    after = index.search(None, 3)
+    assert after.indices.shape == (398, 3) and not np.isin(after.indices, [0, 1]).any()
+    index.compact()
+    assert index.n_points_ == 398 and not calls

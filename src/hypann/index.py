@@ -366,6 +366,13 @@ class HyperbolicIndex:
             return self.algorithm_.conformal_in_input_order()
         return self._conformal
 
+    def _stored_rows(self):
+        """``(points_, conformal_)`` at once: one gather from the search structure when it holds the only
+        copy (two property reads would gather the conformal factors twice)."""
+        if self._points is None:
+            return self.algorithm_.points_in_input_order()
+        return self._points, self._conformal
+
     @property
     def n_points_(self) -> int:
         """Number of live points (built + added - removed)."""
@@ -451,7 +458,7 @@ class HyperbolicIndex:
         self._check_fitted()
         if self.live_.n_changes == 0:
             return self
-        points, conformal, labels = self.live_.live_rows(self.points_, self.conformal_)
+        points, conformal, labels = self.live_.live_rows(*self._stored_rows())
         plain = np.array_equal(labels, np.arange(labels.shape[0]))  # row-number ids: no array kept
         self._build_validated(points, conformal, labels=None if plain else labels)
         return self
@@ -614,7 +621,7 @@ class HyperbolicIndex:
         if not any_negative(rows):
             return rows, deltas
         short = np.flatnonzero((rows < 0).any(axis=1))
-        points, conformal = self.points_, self.conformal_  # gathered once when the structure holds them
+        points, conformal = self._stored_rows()
         with numba_threads(self.n_jobs):  # a one-query call has set no thread count: the scan may split rows
             ids, exact = knn_delta_scan(np.ascontiguousarray(queries[short]), np.ascontiguousarray(q_conf[short]),
                                         points, conformal, k)
@@ -719,9 +726,9 @@ class HyperbolicIndex:
         """Validated queries and their conformal factors; ``Q=None``: the indexed points, bit for bit."""
         if Q is None:
             if self.live_.n_changes:
-                points, conformal = self.live_.live_rows(self.points_, self.conformal_)[:2]
+                points, conformal = self.live_.live_rows(*self._stored_rows())[:2]
             else:
-                points, conformal = self.points_, self.conformal_
+                points, conformal = self._stored_rows()
             return np.ascontiguousarray(points, dtype=np.float64), conformal
         return V.check_points(Q, name="Q", model=self.model, c=self.c, dim=self.dim_, allow_empty=True)
 
