@@ -298,18 +298,48 @@ def _leaf_mates(p, leaf_ranges, orders, max_members, seed, seen, tag, cand):
     return m
 
 
+@nb.njit(cache=True, inline="always")
+def _deltas_of(q, cq, points, conf, ids, out):
+    """``out[t] = delta_row(q, cq, points[ids[t]], conf[ids[t]])`` for every ``t < len(ids)``, bit for bit.
+
+    Eight sums side by side, then four (:func:`~hypann.geometry._kernels.delta8_below`,
+    :func:`~hypann.geometry._kernels.delta4_below` with no bound: they never stop early),
+    then one at a time: the same terms in the same order per row, so the same bits as one
+    :func:`delta_row` each (``(q_j - x_j)^2 = (x_j - q_j)^2`` exactly, and ``c_q c_x = c_x c_q``),
+    without waiting on one chain of additions at a time.
+    """
+    m = ids.shape[0]
+    t = 0
+    while t + 8 <= m:
+        d8 = delta8_below(q, cq, points, conf, ids[t:t + 8], np.inf)
+        for r in range(8):
+            out[t + r] = d8[r]
+        t += 8
+    while t + 4 <= m:
+        v0, v1, v2, v3 = ids[t], ids[t + 1], ids[t + 2], ids[t + 3]
+        out[t], out[t + 1], out[t + 2], out[t + 3] = delta4_below(q, cq, points[v0], conf[v0], points[v1], conf[v1],
+                                                                  points[v2], conf[v2], points[v3], conf[v3], np.inf)
+        t += 4
+    for r in range(t, m):
+        v = ids[r]
+        out[r] = delta_row(q, cq, points[v], conf[v])
+
+
 @nb.njit(cache=True)
-def _init_row(p, points, conf, leaf_ranges, orders, max_members, seed, row_d, row_i, row_f, seen, tag, cand):
+def _init_row(p, points, conf, leaf_ranges, orders, max_members, seed, row_d, row_i, row_f, seen, tag, cand,
+              cand_d):
     """Fill the k-NN row of ``p`` from its leaf mates in every tree (:func:`_leaf_mates`, into
     ``cand``), then random points. From :data:`REFINE_BATCH_MIN_DIM` dimensions the leaf mates are
-    offered eight at a time (:func:`_offer_batched`), in fewer one at a time: the same insertions."""
+    offered eight at a time (:func:`_offer_batched`, stopped early against the row); in fewer,
+    their full deltas are computed first (:func:`_deltas_of`, into ``cand_d``, as long as
+    ``cand``) and offered one at a time: the same insertions either way."""
     m = _leaf_mates(p, leaf_ranges, orders, max_members, seed, seen, tag, cand)
     if points.shape[1] >= REFINE_BATCH_MIN_DIM:
         _offer_batched(points[p], conf[p], points, conf, cand, m, row_d, row_i, row_f)
     else:
+        _deltas_of(points[p], conf[p], points, conf, cand[:m], cand_d)
         for s in range(m):
-            v = cand[s]
-            _row_insert(row_d, row_i, row_f, _row_key(delta_row(points[p], conf[p], points[v], conf[v])), v)
+            _row_insert(row_d, row_i, row_f, _row_key(cand_d[s]), cand[s])
     _fill_row_at_random(p, points, conf, seed, row_d, row_i, row_f, seen, tag)
 
 
@@ -357,10 +387,11 @@ def _init_graph(points, conf, leaf_ranges, orders, max_members, seed, row_i, row
     for ch in nb.prange(n_chunks):
         mine = seen[nb.get_thread_id()]
         cand = np.empty(orders.shape[0] * max_members, dtype=orders.dtype)  # the bound of _leaf_mates
+        cand_d = np.empty(cand.shape[0])
         for i in range(ch * _CHUNK, min(n, (ch + 1) * _CHUNK)):
             p = orders[0, i]
             _init_row(p, points, conf, leaf_ranges, orders, max_members, seed, row_d[p], row_i[p], row_f[p], mine,
-                      p + 1, cand)
+                      p + 1, cand, cand_d)
 
 
 @nb.njit(cache=True, inline="always")
@@ -807,12 +838,18 @@ def _reverse_lists(row_i, lo, hi):
     return start, src
 
 
+#: Reverse neighbours of a point whose deltas :func:`_search_row` computes together (the scratch it takes).
+_REVERSE_BATCH = 64
+
+
 @nb.njit(cache=True)
 def _search_row(p, points, conf, row_i, rev_start, rev_stop, src, bridge_i, max_copies, fwd_d, fwd_i, rev_d, rev_i,
-                out):
+                scratch, out):
     """Out-list of ``p`` (see :func:`_search_graph`) into ``out`` (``-1`` padded), from float64 deltas.
 
-    ``src[rev_start:rev_stop]`` are the points whose rows hold ``p``.
+    ``src[rev_start:rev_stop]`` are the points whose rows hold ``p``. ``scratch``:
+    float64, at least ``max(K, _REVERSE_BATCH)`` entries (the deltas of
+    :func:`_deltas_of` before they are sorted in).
     """
     K = row_i.shape[1]
     D = out.shape[0]
@@ -825,19 +862,20 @@ def _search_row(p, points, conf, row_i, rev_start, rev_stop, src, bridge_i, max_
         out[t] = -1
     # the k-NN row by its exact delta; stable (the row's order breaks ties)
     nf = 0
-    for j in range(K):
-        v = row_i[p, j]
-        if v < 0:
-            break
-        # the list grows by one: insert into its first nf + 1 slots (the last one is free)
-        insert_sorted(fwd_d[:nf + 1], fwd_i[:nf + 1], delta_row(points[p], conf[p], points[v], conf[v]), v)
+    while nf < K and row_i[p, nf] >= 0:
         nf += 1
+    _deltas_of(points[p], conf[p], points, conf, row_i[p, :nf], scratch)
+    for j in range(nf):
+        # the list grows by one: insert into its first j + 1 slots (the last one is free)
+        insert_sorted(fwd_d[:j + 1], fwd_i[:j + 1], scratch[j], row_i[p, j])
     # the D nearest reverse neighbours (ties: smaller p first)
-    for s in range(rev_start, rev_stop):
-        u = src[s]
-        d = delta_row(points[u], conf[u], points[p], conf[p])
-        if d < rev_d[D - 1]:
-            insert_sorted(rev_d, rev_i, d, u)
+    for first in range(rev_start, rev_stop, _REVERSE_BATCH):
+        last = min(first + _REVERSE_BATCH, rev_stop)
+        _deltas_of(points[p], conf[p], points, conf, src[first:last], scratch)
+        for s in range(first, last):
+            d = scratch[s - first]
+            if d < rev_d[D - 1]:
+                insert_sorted(rev_d, rev_i, d, src[s])
     a = 0
     b = 0
     c = 0
@@ -887,9 +925,10 @@ def _search_rows(points, conf, row_i, lo, start, src, bridge_i, max_copies, nbrs
         fwd_i = np.empty(K, dtype=np.int64)
         rev_d = np.empty(max_degree)
         rev_i = np.empty(max_degree, dtype=np.int64)
+        scratch = np.empty(max(K, _REVERSE_BATCH))
         for t in range(ch * _CHUNK, min(m, (ch + 1) * _CHUNK)):
             _search_row(lo + t, points, conf, row_i, start[t], start[t + 1], src, bridge_i, max_copies, fwd_d, fwd_i,
-                        rev_d, rev_i, nbrs[lo + t])
+                        rev_d, rev_i, scratch, nbrs[lo + t])
 
 
 def _search_graph(points, conf, row_i, bridge_i, max_degree, max_copies):
