@@ -353,9 +353,7 @@ class HyperbolicIndex:
         """
         if not hasattr(self, "algorithm_"):
             raise AttributeError("points_: this HyperbolicIndex is not built yet")
-        if self._points is None:
-            return self.algorithm_.points_in_input_order()[0]
-        return self._points
+        return self._stored_rows()[0]
 
     @property
     def conformal_(self) -> np.ndarray:
