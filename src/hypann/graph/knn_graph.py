@@ -299,30 +299,32 @@ def _leaf_mates(p, leaf_ranges, orders, max_members, seed, seen, tag, cand):
 
 
 @nb.njit(cache=True, inline="always")
-def _deltas_of(q, cq, points, conf, ids, out):
-    """``out[t] = delta_row(q, cq, points[ids[t]], conf[ids[t]])`` for every ``t < len(ids)``, bit for bit.
+def _deltas_below(q, cq, points, conf, ids, worst, out):
+    """``out[t]``: :func:`delta_row` of ``q`` and ``points[ids[t]]``, bit for bit, or ``inf`` once a
+    prefix of its sum proves it ``>= worst`` (``worst = inf``: every delta in full), for every
+    ``t < len(ids)``.
 
     Eight sums side by side, then four (:func:`~hypann.geometry._kernels.delta8_below`,
-    :func:`~hypann.geometry._kernels.delta4_below` with no bound: they never stop early),
-    then one at a time: the same terms in the same order per row, so the same bits as one
-    :func:`delta_row` each (``(q_j - x_j)^2 = (x_j - q_j)^2`` exactly, and ``c_q c_x = c_x c_q``),
-    without waiting on one chain of additions at a time.
+    :func:`~hypann.geometry._kernels.delta4_below`), then one at a time
+    (:func:`~hypann.geometry._kernels.delta_row_below`): the same terms in the same order per
+    row, so the same bits as one :func:`delta_row` each (``(q_j - x_j)^2 = (x_j - q_j)^2``
+    exactly, and ``c_q c_x = c_x c_q``), without waiting on one chain of additions at a time.
     """
     m = ids.shape[0]
     t = 0
     while t + 8 <= m:
-        d8 = delta8_below(q, cq, points, conf, ids[t:t + 8], np.inf)
+        d8 = delta8_below(q, cq, points, conf, ids[t:t + 8], worst)
         for r in range(8):
             out[t + r] = d8[r]
         t += 8
     while t + 4 <= m:
         v0, v1, v2, v3 = ids[t], ids[t + 1], ids[t + 2], ids[t + 3]
         out[t], out[t + 1], out[t + 2], out[t + 3] = delta4_below(q, cq, points[v0], conf[v0], points[v1], conf[v1],
-                                                                  points[v2], conf[v2], points[v3], conf[v3], np.inf)
+                                                                  points[v2], conf[v2], points[v3], conf[v3], worst)
         t += 4
     for r in range(t, m):
         v = ids[r]
-        out[r] = delta_row(q, cq, points[v], conf[v])
+        out[r] = delta_row_below(q, cq, points[v], conf[v], worst)
 
 
 @nb.njit(cache=True)
@@ -331,13 +333,13 @@ def _init_row(p, points, conf, leaf_ranges, orders, max_members, seed, row_d, ro
     """Fill the k-NN row of ``p`` from its leaf mates in every tree (:func:`_leaf_mates`, into
     ``cand``), then random points. From :data:`REFINE_BATCH_MIN_DIM` dimensions the leaf mates are
     offered eight at a time (:func:`_offer_batched`, stopped early against the row); in fewer,
-    their full deltas are computed first (:func:`_deltas_of`, into ``cand_d``, as long as
+    their full deltas are computed first (:func:`_deltas_below`, into ``cand_d``, as long as
     ``cand``) and offered one at a time: the same insertions either way."""
     m = _leaf_mates(p, leaf_ranges, orders, max_members, seed, seen, tag, cand)
     if points.shape[1] >= REFINE_BATCH_MIN_DIM:
-        _offer_batched(points[p], conf[p], points, conf, cand, m, row_d, row_i, row_f)
+        _offer_batched(points[p], conf[p], points, conf, cand, m, row_d, row_i, row_f, cand_d)
     else:
-        _deltas_of(points[p], conf[p], points, conf, cand[:m], cand_d)
+        _deltas_below(points[p], conf[p], points, conf, cand[:m], np.inf, cand_d)
         for s in range(m):
             _row_insert(row_d, row_i, row_f, _row_key(cand_d[s]), cand[s])
     _fill_row_at_random(p, points, conf, seed, row_d, row_i, row_f, seen, tag)
@@ -587,7 +589,7 @@ def _pull_candidates(p, new_i, old_i, seen, tag, cand):
 
 
 @nb.njit(cache=True)
-def _refine_row_batched(p, points, conf, new_i, old_i, row_d, row_i, row_f, seen, tag, cand):
+def _refine_row_batched(p, points, conf, new_i, old_i, row_d, row_i, row_f, seen, tag, cand, cand_d):
     """:func:`_refine_row` with the candidates gathered first (:func:`_pull_candidates`), then offered
     eight at a time (:func:`_offer_batched`): the insertions are :func:`_refine_row`'s, in the same
     order (the graphs are the same as with four at a time, bit for bit). Faster from
@@ -595,42 +597,26 @@ def _refine_row_batched(p, points, conf, new_i, old_i, row_d, row_i, row_f, seen
     tested at every coordinate).
     """
     m = _pull_candidates(p, new_i, old_i, seen, tag, cand)
-    return _offer_batched(points[p], conf[p], points, conf, cand, m, row_d, row_i, row_f)
+    return _offer_batched(points[p], conf[p], points, conf, cand, m, row_d, row_i, row_f, cand_d)
 
 
 @nb.njit(cache=True, inline="always")
-def _offer_batched(q, cq, points, conf, cand, m, row_d, row_i, row_f):
+def _offer_batched(q, cq, points, conf, cand, m, row_d, row_i, row_f, cand_d):
     """Offer the points ``cand[:m]`` to the row of the point ``q`` (conformal factor ``cq``), in that order.
 
-    Their distances are independent sums side by side, eight at a time, then
-    four, then one (:func:`~hypann.geometry._kernels.delta8_below`,
-    :func:`~hypann.geometry._kernels.delta4_below`), each stopped early once
-    it is proved ``>=`` the row's worst key when the group was taken; that
-    key only falls while the group is offered in turn, so the row receives
-    the insertions of one full sum at a time, in the same order. Returns the
+    In groups of eight, their deltas (:func:`_deltas_below`, into ``cand_d``, as long as ``cand``)
+    each stopped early once proved ``>=`` the row's worst key when the group was taken; that key
+    only falls while the group is offered in turn, so a stopped sum could not have entered, and
+    the row receives the insertions of one full sum at a time, in the same order. Returns the
     number of insertions.
     """
     K = row_d.shape[0]
     changed = 0
-    t = 0
-    while t + 8 <= m:
-        d8 = delta8_below(q, cq, points, conf, cand[t:t + 8], np.float64(row_d[K - 1]))
-        for r in range(8):
-            changed += _offer_to_row(d8[r], cand[t + r], row_d, row_i, row_f)
-        t += 8
-    while t + 4 <= m:
-        v0, v1, v2, v3 = cand[t], cand[t + 1], cand[t + 2], cand[t + 3]
-        d0, d1, d2, d3 = delta4_below(q, cq, points[v0], conf[v0], points[v1], conf[v1], points[v2], conf[v2],
-                                      points[v3], conf[v3], np.float64(row_d[K - 1]))
-        changed += _offer_to_row(d0, v0, row_d, row_i, row_f)
-        changed += _offer_to_row(d1, v1, row_d, row_i, row_f)
-        changed += _offer_to_row(d2, v2, row_d, row_i, row_f)
-        changed += _offer_to_row(d3, v3, row_d, row_i, row_f)
-        t += 4
-    for s in range(t, m):
-        v = cand[s]
-        changed += _offer_to_row(delta_row_below(q, cq, points[v], conf[v], np.float64(row_d[K - 1])), v, row_d,
-                                 row_i, row_f)
+    for t in range(0, m, 8):
+        stop = min(t + 8, m)
+        _deltas_below(q, cq, points, conf, cand[t:stop], np.float64(row_d[K - 1]), cand_d[t:stop])
+        for s in range(t, stop):
+            changed += _offer_to_row(cand_d[s], cand[s], row_d, row_i, row_f)
     return changed
 
 
@@ -652,12 +638,13 @@ def _refine(points, conf, new_i, old_i, row_d, row_i, row_f, visit, seen):
     for ch in nb.prange(n_chunks):
         mine = seen[nb.get_thread_id()]
         cand = np.empty(3 * new_i.shape[1] ** 2, dtype=new_i.dtype)  # the bound of _pull_candidates
+        cand_d = np.empty(cand.shape[0])
         c = 0
         for i in range(ch * _CHUNK, min(n, (ch + 1) * _CHUNK)):
             p = visit[i]
             if batched:
                 c += _refine_row_batched(p, points, conf, new_i, old_i, row_d[p], row_i[p], row_f[p], mine, p + 1,
-                                         cand)
+                                         cand, cand_d)
             else:
                 c += _refine_row(p, points, conf, new_i, old_i, row_d[p], row_i[p], row_f[p], mine, p + 1)
         counts[ch] = c
@@ -849,7 +836,7 @@ def _search_row(p, points, conf, row_i, rev_start, rev_stop, src, bridge_i, max_
 
     ``src[rev_start:rev_stop]`` are the points whose rows hold ``p``. ``scratch``:
     float64, at least ``max(K, _REVERSE_BATCH)`` entries (the deltas of
-    :func:`_deltas_of` before they are sorted in).
+    :func:`_deltas_below` before they are sorted in).
     """
     K = row_i.shape[1]
     D = out.shape[0]
@@ -864,14 +851,14 @@ def _search_row(p, points, conf, row_i, rev_start, rev_stop, src, bridge_i, max_
     nf = 0
     while nf < K and row_i[p, nf] >= 0:
         nf += 1
-    _deltas_of(points[p], conf[p], points, conf, row_i[p, :nf], scratch)
+    _deltas_below(points[p], conf[p], points, conf, row_i[p, :nf], np.inf, scratch)
     for j in range(nf):
         # the list grows by one: insert into its first j + 1 slots (the last one is free)
         insert_sorted(fwd_d[:j + 1], fwd_i[:j + 1], scratch[j], row_i[p, j])
     # the D nearest reverse neighbours (ties: smaller p first)
     for first in range(rev_start, rev_stop, _REVERSE_BATCH):
         last = min(first + _REVERSE_BATCH, rev_stop)
-        _deltas_of(points[p], conf[p], points, conf, src[first:last], scratch)
+        _deltas_below(points[p], conf[p], points, conf, src[first:last], np.inf, scratch)
         for s in range(first, last):
             d = scratch[s - first]
             if d < rev_d[D - 1]:
