@@ -207,7 +207,7 @@ def test_nn_descent_step_four_at_a_time_makes_the_same_rows(dim):
         changed = []
         for rnd in range(2):  # the second pass starts from full rows: the early stop matters
             for p in range(n):
-                extra = (cand,) if step is knn_graph._refine_row_batched else ()
+                extra = (cand, np.empty(len(cand))) if step is knn_graph._refine_row_batched else ()
                 changed.append(step(p, X, cx, new_i, old_i, row_d[p], row_i[p], row_f[p], seen,
                                     rnd * n + p + 1, *extra))
         rows.append((row_d, row_i, row_f, changed))
