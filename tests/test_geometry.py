@@ -548,6 +548,10 @@ def test_split_deltas_are_their_lane_sums_or_prove_they_are_not_below(width, d, 
     ids = rng.choice(20, width, replace=False)
     full = np.array([_split_delta_reference(q, cq, X[u], cx[u]) for u in ids])
     np.testing.assert_allclose(full, [_kernels.delta_row(q, cq, X[u], cx[u]) for u in ids], rtol=1e-13)
+    assert [_kernels.sq_dist_split(q, X[u]) / (cq * cx[u]) for u in ids] == list(full)
+    if width == 8:
+        sums = _kernels.sq_dist8_split(q, tuple(X[u] for u in ids))
+        assert [s / (cq * cx[u]) for s, u in zip(sums, ids)] == list(full)
 
     def below(worst):
         if width == 8:

@@ -11,11 +11,13 @@ import pytest
 
 import hypann
 from hypann.datasets.families import FAMILIES, make_family
-from hypann.geometry._kernels import brute_knn_delta, conformal_factor, delta_split_below, delta_to_candidates
+from hypann.geometry._kernels import (brute_knn_delta, conformal_factor, delta_split_below, delta_to_candidates,
+                                      sq_dist_split)
 from hypann.graph import HyperbolicGraphIndex
 from hypann.graph import knn_graph
 from hypann.graph.knn_graph import _reverse_lists, _search_graph, nn_descent
-from hypann.graph.partition_tree import build_forest, build_tree, descend, node_capacity
+from hypann.graph.partition_tree import (FOREST_SPLIT_SUMS_MIN_DIM, build_forest, build_tree, descend, node_capacity,
+                                         split_key)
 from hypann.metrics import recall
 
 K = 10
@@ -325,6 +327,26 @@ def test_partition_tree_leaves_partition_the_points(mixture):
         leaf_of[order[ranges[v, 0] : ranges[v, 1]]] = v
     for i in range(0, len(X), 7):
         assert descend(pivots, thresholds, children, X, X[i]) == leaf_of[i]
+
+
+@pytest.mark.parametrize("dim", [6, 40, 103])
+def test_partition_tree_with_split_sums_splits_every_node_at_its_median_key(dim):
+    """The seeding trees' keys (sums split over four lanes): every node sends the points whose split key is at
+    most its threshold left and the others right, half each; the forest builds these trees from 16-D on."""
+    rng = np.random.default_rng(dim)
+    X = rng.uniform(-0.7, 0.7, (600, dim)) / np.sqrt(dim)
+    pivots, thresholds, children, ranges, order = build_tree(X, 16, np.uint64(dim), True)
+    np.testing.assert_array_equal(np.sort(order), np.arange(len(X)))
+    for v in np.flatnonzero(children[:, 0] >= 0):
+        a, b = X[pivots[v, 0]], X[pivots[v, 1]]
+        keys = np.array([split_key(sq_dist_split(x, a), sq_dist_split(x, b)) for x in X])  # (x-a)^2 = (a-x)^2
+        for side, child in enumerate(children[v]):
+            inside = keys[order[ranges[child, 0]:ranges[child, 1]]]
+            assert np.all(inside <= thresholds[v]) if side == 0 else np.all(inside >= thresholds[v])
+        assert ranges[children[v, 0], 1] - ranges[children[v, 0], 0] == (ranges[v, 1] - ranges[v, 0]) // 2
+    if dim >= FOREST_SPLIT_SUMS_MIN_DIM:
+        _, orders = build_forest(X, 16, np.array([dim], dtype=np.uint64))
+        np.testing.assert_array_equal(orders[0], order)
 
 
 def test_partition_tree_of_identical_points_is_one_leaf():

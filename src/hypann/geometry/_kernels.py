@@ -448,6 +448,33 @@ def _split_finish_below(q, x, lanes, first, j, den, worst):
 
 
 @nb.njit(cache=True, inline="always")
+def sq_dist8_split(q, rows):
+    """``|q - x_r|^2`` of the eight rows of the tuple ``rows``, each sum split over four lanes as in
+    :func:`delta_split_below` (its unbounded numerator, bit for bit), the eight rows side by side."""
+    d = q.shape[0]
+    whole = d - d % ROW_LANES
+    lanes = add_lane_squares(q, rows, 0, whole, (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0,
+                                                 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0,
+                                                 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0))
+    return (_sq_dist_rest(q, rows[0], _split_total(lanes, 0), whole),
+            _sq_dist_rest(q, rows[1], _split_total(lanes, 4), whole),
+            _sq_dist_rest(q, rows[2], _split_total(lanes, 8), whole),
+            _sq_dist_rest(q, rows[3], _split_total(lanes, 12), whole),
+            _sq_dist_rest(q, rows[4], _split_total(lanes, 16), whole),
+            _sq_dist_rest(q, rows[5], _split_total(lanes, 20), whole),
+            _sq_dist_rest(q, rows[6], _split_total(lanes, 24), whole),
+            _sq_dist_rest(q, rows[7], _split_total(lanes, 28), whole))
+
+
+@nb.njit(cache=True, inline="always")
+def sq_dist_split(q, x):
+    """``|q - x|^2`` split over four lanes: :func:`sq_dist8_split` of one row."""
+    d = q.shape[0]
+    whole = d - d % ROW_LANES
+    return _sq_dist_rest(q, x, _split_total(add_lane_squares(q, (x,), 0, whole, (0.0, 0.0, 0.0, 0.0)), 0), whole)
+
+
+@nb.njit(cache=True, inline="always")
 def delta_split_below(q, cq, x, cx, worst):
     """``|q - x|^2 / (c_q c_x)`` with the sum split over four lanes (``inf`` once a prefix proves it ``>= worst``).
 

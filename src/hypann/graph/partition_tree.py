@@ -41,7 +41,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from hypann.geometry._kernels import sq_dist_pair, sq_dist_row
+from hypann.geometry._kernels import sq_dist8_split, sq_dist_pair, sq_dist_row, sq_dist_split
 from hypann.geometry._vector_lanes import add_row_squares8
 
 # Random pivot pairs tried before scanning the node for a point distinct from ``a``.
@@ -76,15 +76,15 @@ def node_capacity(n, leaf_size):
 
 
 @nb.njit(cache=True, inline="always")
-def _split_keys(points, order, lo, hi, pa, pb, keys):
+def _split_keys(points, order, lo, hi, pa, pb, keys, split_sums):
     """``keys[t] = split_key(|x - a|^2, |x - b|^2)`` of the points ``x = points[order[t]]``, ``lo <= t < hi``.
 
-    Eight points at a time, each pivot's eight sums side by side
-    (:func:`~hypann.geometry._vector_lanes.add_row_squares8`), then one by one
-    (:func:`~hypann.geometry._kernels.sq_dist_pair`): every sum adds the same
-    terms in the same order as :func:`sq_dist_pair` (``(a_j - x_j)^2 = (x_j - a_j)^2``
-    exactly), so the keys, and the tree, are the same bits, without waiting on
-    two chains of additions per point.
+    Eight points at a time, then one by one. By default every sum adds the same terms in the same
+    order as :func:`sq_dist_pair` (each pivot's eight sums side by side in
+    :func:`~hypann.geometry._vector_lanes.add_row_squares8`; ``(a_j - x_j)^2 = (x_j - a_j)^2``
+    exactly), so the keys are the bits a descent computes. ``split_sums``: the sums split over four
+    lanes instead (:func:`~hypann.geometry._kernels.sq_dist8_split`, one load per four
+    coordinates), for trees that are never descended.
     """
     d = pa.shape[0]
     zero = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
@@ -92,20 +92,32 @@ def _split_keys(points, order, lo, hi, pa, pb, keys):
     while t + 8 <= hi:
         rows = (points[order[t]], points[order[t + 1]], points[order[t + 2]], points[order[t + 3]],
                 points[order[t + 4]], points[order[t + 5]], points[order[t + 6]], points[order[t + 7]])
-        da = add_row_squares8(pa, rows, 0, d, zero)
-        db = add_row_squares8(pb, rows, 0, d, zero)
+        if split_sums:
+            da = sq_dist8_split(pa, rows)
+            db = sq_dist8_split(pb, rows)
+        else:
+            da = add_row_squares8(pa, rows, 0, d, zero)
+            db = add_row_squares8(pb, rows, 0, d, zero)
         for r in range(8):
             keys[t + r] = split_key(da[r], db[r])
         t += 8
     while t < hi:
-        da1, db1 = sq_dist_pair(points[order[t]], pa, pb)
+        x = points[order[t]]
+        if split_sums:
+            da1, db1 = sq_dist_split(pa, x), sq_dist_split(pb, x)
+        else:
+            da1, db1 = sq_dist_pair(x, pa, pb)
         keys[t] = split_key(da1, db1)
         t += 1
 
 
 @nb.njit(cache=True)
-def build_tree(points, leaf_size, seed):
+def build_tree(points, leaf_size, seed, split_sums=False):
     """One Apollonian partition tree (see module docstring).
+
+    ``split_sums``: compute the split keys with sums split over four lanes (:func:`_split_keys`),
+    faster from 16-D on; the keys then differ from a descent's in the last bits, so such a tree
+    is for its leaves only (the seeding trees of NN-descent), not for :func:`descend`.
 
     Returns
     -------
@@ -168,7 +180,7 @@ def build_tree(points, leaf_size, seed):
                     break
             if b < 0:
                 continue  # all points identical: a leaf of any size
-        _split_keys(points, order, lo, hi, points[a], points[b], keys)
+        _split_keys(points, order, lo, hi, points[a], points[b], keys, split_sums)
         srt = np.argsort(keys[lo:hi], kind="mergesort")
         block = order[lo:hi].copy()
         for t in range(size):
@@ -197,6 +209,9 @@ def forest_index_dtype(n):
 def build_forest(points, leaf_size, seeds, index_dtype=None):
     """``len(seeds)`` trees built in parallel; returns the leaf of each point in each tree.
 
+    From :data:`FOREST_SPLIT_SUMS_MIN_DIM` dimensions on, the trees' split keys come from sums split over
+    four lanes (:func:`build_tree` with ``split_sums=True``): these trees are not descended.
+
     Parameters
     ----------
     points : ndarray of shape (n, d)
@@ -224,11 +239,17 @@ def build_forest(points, leaf_size, seeds, index_dtype=None):
     return leaf_ranges, orders
 
 
+#: Dimension from which the trees of :func:`build_forest` compute their split keys with sums split over four
+#: lanes (``build_tree(..., split_sums=True)``; their leaves are all that is used of them).
+FOREST_SPLIT_SUMS_MIN_DIM = 16
+
+
 @nb.njit(cache=True, parallel=True)
 def _fill_forest(points, leaf_size, seeds, leaf_ranges, orders):
     """Build tree ``t`` from ``seeds[t]`` into ``orders[t]`` and ``leaf_ranges[t]`` (trees in parallel)."""
+    split_sums = points.shape[1] >= FOREST_SPLIT_SUMS_MIN_DIM
     for t in nb.prange(seeds.shape[0]):
-        _pivots, _thr, children, ranges, order = build_tree(points, leaf_size, seeds[t])
+        _pivots, _thr, children, ranges, order = build_tree(points, leaf_size, seeds[t], split_sums)
         for s in range(order.shape[0]):
             orders[t, s] = order[s]
         for v in range(children.shape[0]):
