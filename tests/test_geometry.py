@@ -10,8 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from hypann.geometry import _kernels, models, poincare as P
-from hypann.geometry._vector_lanes import (BLOCK_SUM_DEPTH, LANE_BLOCK, ROW_LANES, add_lane_squares, add_row_squares4,
-                                          add_row_squares8,
+from hypann.geometry._vector_lanes import (BLOCK_SUM_DEPTH, LANE_BLOCK, ROW_LANES, add_row_squares4, add_row_squares8,
+                                          split_square_sums,
                                           block_square_sum)
 from tests.conftest import ball_points
 
@@ -464,118 +464,67 @@ def test_add_row_squares_check_bounds_when_numba_does(checked, rows):
             checked(q, q, start, stop)
 
 
-def _lane_sums_reference(q, rows, start, stop, lanes):
-    """``lanes[4 r + l]`` plus the terms ``i`` of row ``r`` with ``i - start = l (mod 4)``, each lane term after term
-    in Python floats (``stop - start`` a multiple of 4)."""
-    want = [float(s) for s in lanes]
-    for r, x in enumerate(rows):
-        for i in range(start, stop):
-            v = float(q[i]) - float(x[i])
-            want[ROW_LANES * r + (i - start) % ROW_LANES] += v * v
-    return tuple(want)
-
-
-@nb.njit
-def _add_lane_squares1(q, x, start, stop, lanes):
-    return add_lane_squares(q, (x,), start, stop, lanes)
-
-
-@nb.njit
-def _add_lane_squares8(q, rows, start, stop, lanes):
-    return add_lane_squares(q, rows, start, stop, lanes)
-
-
-@nb.njit(boundscheck=True)
-def _add_lane_squares_checked(q, x, start, stop):
-    return add_lane_squares(q, (x, x), start, stop, (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0))
-
-
-@pytest.mark.kernels
-@pytest.mark.parametrize("n_rows", [1, 8])
-@given(st.integers(1, 90), st.integers(0, 2**32 - 1), st.sampled_from([np.float64, np.float32]), st.booleans(),
-       st.data())
-def test_add_lane_squares_adds_each_lane_in_order_bit_for_bit(n_rows, d, seed, dtype, strided, data):
-    """Each row's four lanes (one 4-wide vector) get every fourth term, each lane term after term as the
-    scalar loop gives it: float32 or float64 rows, contiguous or strided, any whole number of steps."""
-    rng = np.random.default_rng(seed)
-    q = ball_points(rng, 1, d, min_conformal=1e-3)[0] * 0.5
-    rows = [_mixed_scale_row(rng, q, dtype) for _ in range(n_rows)]
-    if strided:
-        rows = [_strided(x) for x in rows]
-    start = data.draw(st.integers(0, d))
-    stop = start + ROW_LANES * data.draw(st.integers(0, (d - start) // ROW_LANES))
-    lanes = tuple(float(s) for s in rng.uniform(0.0, 1.0, ROW_LANES * n_rows))
-    if n_rows == 1:
-        got = _add_lane_squares1(q, rows[0], start, stop, lanes)
-    else:
-        got = _add_lane_squares8(q, tuple(rows), start, stop, lanes)
-    assert got == _lane_sums_reference(q, rows, start, stop, lanes)
-
-
-def test_add_lane_squares_checks_bounds_when_numba_does():
-    q = np.zeros(8)
-    assert _add_lane_squares_checked(q, q, 0, 8) == (0.0,) * 8
-    for start, stop in ((4, 12), (-4, 4)):
-        with pytest.raises(IndexError):
-            _add_lane_squares_checked(q, q, start, stop)
-
-
-def _split_delta_reference(q, cq, x, cx):
-    """The split delta of :func:`_kernels.delta_split_below`, in Python floats: four lanes over the whole
-    blocks of four coordinates, ``(l0 + l1) + (l2 + l3)``, the last ``d % 4`` terms in order, over ``cq cx``."""
+def _split_sum_reference(q, x):
+    """``|q - x|^2`` as :func:`_kernels.sq_dist_split` documents it, in Python floats: lane ``l`` adds the terms
+    ``i = l (mod 4)`` of the whole blocks of four in order, ``(l0 + l1) + (l2 + l3)``, then the last ``d % 4``
+    terms in order."""
     d = q.shape[0]
     whole = d - d % ROW_LANES
-    lanes = _lane_sums_reference(q, [x], 0, whole, (0.0,) * ROW_LANES)
+    lanes = [0.0] * ROW_LANES
+    for i in range(whole):
+        v = float(q[i]) - float(x[i])
+        lanes[i % ROW_LANES] += v * v  # a product, as the kernels' (not pow)
     s = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3])
     for i in range(whole, d):
         v = float(q[i]) - float(x[i])
         s += v * v
-    return s / (float(cq) * float(cx))
+    return s
+
+
+@nb.njit
+def _split_square_sums8(q, rows, stop):
+    return split_square_sums(q, rows, stop)
+
+
+@nb.njit(boundscheck=True)
+def _split_square_sums_checked(q, x, stop):
+    return split_square_sums(q, (x, x), stop)
 
 
 @pytest.mark.kernels
-@pytest.mark.parametrize("width", [1, 8])
-@given(st.integers(1, 110), st.integers(0, 2**32 - 1), st.sampled_from([np.float64, np.float32]),
-       st.floats(0.0, 2.0))
-def test_split_deltas_are_their_lane_sums_or_prove_they_are_not_below(width, d, seed, dtype, where):
-    """delta_split_below / delta8_split_below: each row's value is its documented lane sum bit for bit, or
-    inf only when that is >= worst; and it is within a few units of the last place of delta_row."""
+@given(st.integers(1, 110), st.integers(0, 2**32 - 1), st.sampled_from([np.float64, np.float32]), st.booleans())
+def test_split_sums_are_their_lanes_bit_for_bit(d, seed, dtype, strided):
+    """split_square_sums (eight rows), sq_dist8_split and sq_dist_split give the bits of the documented lanes, for
+    float32 or float64 rows, contiguous or strided (a column of a 2-D array), and are within a few units of
+    the last place of sq_dist_row."""
     rng = np.random.default_rng(seed)
-    q = ball_points(rng, 1, d, min_conformal=1e-12)[0]
-    X = ball_points(rng, 20, d, min_conformal=1e-12 if dtype == np.float64 else 1e-5).astype(dtype)
-    cq = _kernels.conformal_factor(q[None, :])[0]
-    cx = _kernels.conformal_factor(X.astype(np.float64))
-    ids = rng.choice(20, width, replace=False)
-    full = np.array([_split_delta_reference(q, cq, X[u], cx[u]) for u in ids])
-    np.testing.assert_allclose(full, [_kernels.delta_row(q, cq, X[u], cx[u]) for u in ids], rtol=1e-13)
-    assert [_kernels.sq_dist_split(q, X[u]) / (cq * cx[u]) for u in ids] == list(full)
-    if width == 8:
-        sums = _kernels.sq_dist8_split(q, tuple(X[u] for u in ids))
-        assert [s / (cq * cx[u]) for s, u in zip(sums, ids)] == list(full)
-
-    def below(worst):
-        if width == 8:
-            return np.array(_kernels.delta8_split_below(q, cq, X, cx, ids, worst))
-        return np.array([_kernels.delta_split_below(q, cq, X[ids[0]], cx[ids[0]], worst)])
-
-    for worst in (np.median(full) * where, full.min(), full.max(), np.nextafter(full.max(), np.inf), np.inf, 0.0):
-        got = below(worst)
-        for r in range(width):
-            if np.isinf(got[r]):
-                assert full[r] >= worst
-            else:
-                assert got[r] == full[r]
-    np.testing.assert_array_equal(below(np.inf), full)
+    q = ball_points(rng, 1, d, min_conformal=1e-3)[0] * 0.5
+    rows = [_mixed_scale_row(rng, q, dtype) for _ in range(8)]
+    if strided:
+        rows = [_strided(x) for x in rows]
+    want = [_split_sum_reference(q, x) for x in rows]
+    whole = d - d % ROW_LANES
+    assert _split_square_sums8(q, tuple(rows), whole) == tuple(_split_sum_reference(q[:whole], x[:whole]) for x in rows)
+    assert _kernels.sq_dist8_split(q, tuple(rows)) == tuple(want)
+    assert [_kernels.sq_dist_split(q, x) for x in rows] == want
+    np.testing.assert_allclose(want, [_kernels.sq_dist_row(q, x) for x in rows], rtol=1e-13)
 
 
-def test_split_delta_is_not_the_sequential_order():
+def test_split_sums_check_bounds_when_numba_does():
+    q = np.zeros(8)
+    assert _split_square_sums_checked(q, q, 8) == (0.0, 0.0)
+    with pytest.raises(IndexError):
+        _split_square_sums_checked(q, q, 12)
+
+
+def test_split_sum_is_not_the_sequential_order():
     """The lanes are a real constraint: on mixed-scale rows the sequential sum rounds differently in many
     cases (so the bit-for-bit test above can fail)."""
     rng = np.random.default_rng(3)
     differ = 0
     for _ in range(200):
-        q, cq, x, cx = _mixed_scale_pair(rng, 40, np.float64)
-        differ += _kernels.delta_split_below(q, cq, x, cx, np.inf) != _kernels.delta_row(q, cq, x, cx)
+        q, _, x, _ = _mixed_scale_pair(rng, 40, np.float64)
+        differ += _kernels.sq_dist_split(q, x) != _kernels.sq_dist_row(q, x)
     assert differ > 20
 
 

@@ -11,8 +11,7 @@ import pytest
 
 import hypann
 from hypann.datasets.families import FAMILIES, make_family
-from hypann.geometry._kernels import (brute_knn_delta, conformal_factor, delta_split_below, delta_to_candidates,
-                                      sq_dist_split)
+from hypann.geometry._kernels import brute_knn_delta, conformal_factor, delta_to_candidates, sq_dist_split
 from hypann.graph import HyperbolicGraphIndex
 from hypann.graph import knn_graph
 from hypann.graph.knn_graph import _reverse_lists, _search_graph, nn_descent
@@ -191,21 +190,20 @@ def test_points_kept_in_leaf_order_give_the_same_graph_and_answers(mixture, mixt
 @numba.njit
 def _pull_step_split_one_at_a_time(p, X, cx, new_i, old_i, row_d, row_i, row_f, seen, tag, cand):
     """The pull step as :func:`knn_graph._refine_row_batched` documents it, one candidate at a time: each
-    candidate's split delta (stopped against the row's worst key at that moment) offered in turn."""
+    candidate's split delta offered in turn."""
     m = knn_graph._pull_candidates(p, new_i, old_i, seen, tag, cand)
     changed = 0
     for s in range(m):
         v = cand[s]
-        d = delta_split_below(X[p], cx[p], X[v], cx[v], np.float64(row_d[row_d.shape[0] - 1]))
-        changed += knn_graph._offer_to_row(d, v, row_d, row_i, row_f)
+        changed += knn_graph._offer_to_row(sq_dist_split(X[p], X[v]) / (cx[p] * cx[v]), v, row_d, row_i, row_f)
     return changed
 
 
 @pytest.mark.parametrize("dim", [3, 40, 70])
 def test_nn_descent_step_eight_at_a_time_makes_the_rows_of_one_at_a_time(dim):
-    """The pull step with eight split deltas at a time (used from REFINE_BATCH_MIN_DIM dimensions on), each
-    group stopped against the row's worst key at its start, inserts exactly what offering the same
-    candidates one at a time inserts, row by row, also with copies and half-full rows."""
+    """The pull step with the split deltas eight at a time (used from REFINE_BATCH_MIN_DIM dimensions on)
+    inserts exactly what offering the same candidates one at a time inserts, row by row, also with copies
+    and half-full rows."""
     rng = np.random.default_rng(dim)
     n, K, C = 300, 8, 6
     base = rng.uniform(-0.6, 0.6, (n // 3, dim)) / np.sqrt(dim)

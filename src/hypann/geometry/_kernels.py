@@ -38,8 +38,8 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from hypann.geometry._vector_lanes import (LANE_BLOCK, ROW_LANES, add_lane_squares, add_row_squares4, add_row_squares8,
-                                          block_square_sum)
+from hypann.geometry._vector_lanes import (LANE_BLOCK, ROW_LANES, add_row_squares4, add_row_squares8, block_square_sum,
+                                          split_square_sums)
 
 _SPLITTER = 134217729.0  # 2**27 + 1, Veltkamp split for Dekker's exact product
 
@@ -424,121 +424,28 @@ def delta8_below(q, cq, points, conf, ids, worst):
             _finish_below(q, rows[7], sums[7], j, dens[7], worst))
 
 
-#: coordinates between two early-abandon tests of :func:`delta_split_below` and :func:`delta8_split_below`
-SPLIT_ABANDON_STRIDE = 32
-
-
-@nb.njit(cache=True, inline="always")
-def _split_total(lanes, first):
-    """The sum of the four lanes ``lanes[first .. first + 3]`` of one row, as ``(l_0 + l_1) + (l_2 + l_3)``."""
-    return (lanes[first] + lanes[first + 1]) + (lanes[first + 2] + lanes[first + 3])
-
-
-@nb.njit(cache=True, inline="always")
-def _split_finish_below(q, x, lanes, first, j, den, worst):
-    """The split delta of one row whose four lanes (``lanes[first .. first + 3]``) hold the coordinates
-    before ``j``: ``inf`` when that prefix proves it ``>= worst``, else the lanes finished, summed, and the
-    last ``d % 4`` terms added one by one, over ``den``."""
-    if _split_total(lanes, first) / den >= worst:
-        return np.inf
-    d = q.shape[0]
-    whole = d - d % ROW_LANES
-    rest = add_lane_squares(q, (x,), j, whole, (lanes[first], lanes[first + 1], lanes[first + 2], lanes[first + 3]))
-    return _sq_dist_rest(q, x, _split_total(rest, 0), whole) / den
-
-
 @nb.njit(cache=True, inline="always")
 def sq_dist8_split(q, rows):
-    """``|q - x_r|^2`` of the eight rows of the tuple ``rows``, each sum split over four lanes as in
-    :func:`delta_split_below` (its unbounded numerator, bit for bit), the eight rows side by side."""
+    """``|q - x_r|^2`` of the eight rows of the tuple ``rows``, each sum split over four lanes: the
+    coordinates before ``d - d % 4`` by :func:`~hypann.geometry._vector_lanes.split_square_sums` (lane
+    ``i mod 4``, then ``(l_0 + l_1) + (l_2 + l_3)``), the last ``d % 4`` terms added in order. Fixed by
+    the inputs, within a few units of the last place of :func:`sq_dist_row` but not its bits; the
+    eight rows run side by side."""
     d = q.shape[0]
     whole = d - d % ROW_LANES
-    lanes = add_lane_squares(q, rows, 0, whole, (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0,
-                                                 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0,
-                                                 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0))
-    return (_sq_dist_rest(q, rows[0], _split_total(lanes, 0), whole),
-            _sq_dist_rest(q, rows[1], _split_total(lanes, 4), whole),
-            _sq_dist_rest(q, rows[2], _split_total(lanes, 8), whole),
-            _sq_dist_rest(q, rows[3], _split_total(lanes, 12), whole),
-            _sq_dist_rest(q, rows[4], _split_total(lanes, 16), whole),
-            _sq_dist_rest(q, rows[5], _split_total(lanes, 20), whole),
-            _sq_dist_rest(q, rows[6], _split_total(lanes, 24), whole),
-            _sq_dist_rest(q, rows[7], _split_total(lanes, 28), whole))
+    sums = split_square_sums(q, rows, whole)
+    return (_sq_dist_rest(q, rows[0], sums[0], whole), _sq_dist_rest(q, rows[1], sums[1], whole),
+            _sq_dist_rest(q, rows[2], sums[2], whole), _sq_dist_rest(q, rows[3], sums[3], whole),
+            _sq_dist_rest(q, rows[4], sums[4], whole), _sq_dist_rest(q, rows[5], sums[5], whole),
+            _sq_dist_rest(q, rows[6], sums[6], whole), _sq_dist_rest(q, rows[7], sums[7], whole))
 
 
 @nb.njit(cache=True, inline="always")
 def sq_dist_split(q, x):
-    """``|q - x|^2`` split over four lanes: :func:`sq_dist8_split` of one row."""
+    """:func:`sq_dist8_split` of one row (the same bits as in a group of eight)."""
     d = q.shape[0]
     whole = d - d % ROW_LANES
-    return _sq_dist_rest(q, x, _split_total(add_lane_squares(q, (x,), 0, whole, (0.0, 0.0, 0.0, 0.0)), 0), whole)
-
-
-@nb.njit(cache=True, inline="always")
-def delta_split_below(q, cq, x, cx, worst):
-    """``|q - x|^2 / (c_q c_x)`` with the sum split over four lanes (``inf`` once a prefix proves it ``>= worst``).
-
-    Coordinate ``i < d - d % 4`` goes to lane ``i mod 4``
-    (:func:`~hypann.geometry._vector_lanes.add_lane_squares`, one 4-wide vector); the lanes are summed as
-    ``(l_0 + l_1) + (l_2 + l_3)`` and the last ``d % 4`` terms added in order. The value is fixed by the
-    inputs but is not :func:`delta_row`'s bit for bit (another order of the same terms: within a few
-    units of the last place of it). Every :data:`SPLIT_ABANDON_STRIDE` coordinates the prefix is summed
-    the same way: adding a non-negative term never lowers a rounded lane, and the sums of lanes are
-    monotone in each lane, so ``prefix / (c_q c_x) >= worst`` proves the whole is too (tested after
-    the cheap screen ``prefix > worst c_q c_x``).
-    """
-    d = q.shape[0]
-    whole = d - d % ROW_LANES
-    den = cq * cx
-    lanes = (0.0, 0.0, 0.0, 0.0)
-    j = 0
-    while j < whole:
-        stop = min(j + SPLIT_ABANDON_STRIDE, whole)
-        lanes = add_lane_squares(q, (x,), j, stop, lanes)
-        j = stop
-        prefix = _split_total(lanes, 0)
-        if prefix > worst * den and prefix / den >= worst:
-            return np.inf
-    return _sq_dist_rest(q, x, _split_total(lanes, 0), whole) / den
-
-
-@nb.njit(cache=True, inline="always")
-def delta8_split_below(q, cq, points, conf, ids, worst):
-    """:func:`delta_split_below` of the eight rows ``points[ids[0]], ..., points[ids[7]]`` (eight-tuple).
-
-    The eight rows' lane vectors run side by side (eight independent chains of 4-wide additions, one
-    load per four coordinates of each row). A finite value is the row's :func:`delta_split_below` with no
-    bound (``worst = inf``), bit for bit; ``inf`` comes only where that is ``>= worst``. Every :data:`SPLIT_ABANDON_STRIDE` coordinates, once all eight prefixes pass the cheap screen, the
-    sums stop; a row whose prefix proves it ``>= worst`` gets ``inf``, the others are finished one by
-    one (their lanes continued from where they stopped: the same lanes, the same bits).
-    """
-    d = q.shape[0]
-    whole = d - d % ROW_LANES
-    rows = (points[ids[0]], points[ids[1]], points[ids[2]], points[ids[3]], points[ids[4]], points[ids[5]],
-            points[ids[6]], points[ids[7]])
-    dens = (cq * conf[ids[0]], cq * conf[ids[1]], cq * conf[ids[2]], cq * conf[ids[3]], cq * conf[ids[4]],
-            cq * conf[ids[5]], cq * conf[ids[6]], cq * conf[ids[7]])
-    lanes = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0,
-             0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
-    j = 0
-    while j < whole:
-        stop = min(j + SPLIT_ABANDON_STRIDE, whole)
-        lanes = add_lane_squares(q, rows, j, stop, lanes)
-        j = stop
-        if j < whole:
-            above = True
-            for r in range(8):
-                above = above and _split_total(lanes, ROW_LANES * r) > worst * dens[r]
-            if above:
-                break
-    return (_split_finish_below(q, rows[0], lanes, 0, j, dens[0], worst),
-            _split_finish_below(q, rows[1], lanes, 4, j, dens[1], worst),
-            _split_finish_below(q, rows[2], lanes, 8, j, dens[2], worst),
-            _split_finish_below(q, rows[3], lanes, 12, j, dens[3], worst),
-            _split_finish_below(q, rows[4], lanes, 16, j, dens[4], worst),
-            _split_finish_below(q, rows[5], lanes, 20, j, dens[5], worst),
-            _split_finish_below(q, rows[6], lanes, 24, j, dens[6], worst),
-            _split_finish_below(q, rows[7], lanes, 28, j, dens[7], worst))
+    return _sq_dist_rest(q, x, split_square_sums(q, (x,), whole)[0], whole)
 
 
 #: Dimension from which a scan screens each row with :func:`delta_lanes_below` (shorter rows: the

@@ -21,7 +21,7 @@ coordinates are widened first), without fused multiply-add or reassociation:
 * :func:`add_row_squares8`, eight rows as two 4-wide vectors, each lane again
   its row's sum in order (the exact deltas of the graph's search rows and the
   partition trees' keys, eight rows at a time);
-* :func:`add_lane_squares`, any number of rows, each split over four lanes of
+* :func:`split_square_sums`, any number of rows, each split over four lanes of
   its own 4-wide vector (coordinate ``i`` in lane ``i mod 4``), read with one
   load per four coordinates: not the scalar loop's order, but fixed by the
   inputs (NN-descent's candidates from 16-D on, whose keys are float32).
@@ -37,7 +37,7 @@ array and step, other strides with two scalar loads. When numba checks bounds
 (``boundscheck`` or ``NUMBA_BOUNDSCHECK=1``) the indices are checked, as
 indexed reads would be: the first and the last of a block, every index of
 :func:`add_row_squares4`, the first and the last of each step of
-:func:`add_lane_squares` (which reads contiguous rows with one 4-wide load per
+:func:`split_square_sums` (which reads contiguous rows with one 4-wide load per
 step, other strides element by element).
 """
 
@@ -187,52 +187,38 @@ def _load_run(context, builder, aryty, ary, first, width):
     return vec
 
 
-#: lanes of each row's sum in :func:`add_lane_squares`
+#: lanes of each row's sum in :func:`split_square_sums`
 ROW_LANES = 4
 
 
 @intrinsic
-def add_lane_squares(typingctx, q, rows, start, stop, lanes):
-    """Each row's four lane sums: ``lanes[4 r + l] + sum_i (q_i - x_r[i])^2`` over the ``i`` in
-    ``[start, stop)`` with ``i - start = l (mod 4)``, for the rows ``x_r`` of the tuple ``rows`` (1-D arrays
-    of one type; ``lanes``: a tuple of ``4 len(rows)`` floats). The caller keeps ``stop - start`` a multiple
-    of :data:`ROW_LANES` (and ``start`` one, so that a coordinate always falls in the same lane).
+def split_square_sums(typingctx, q, rows, stop):
+    """``sum_{i < stop} (q_i - x_r[i])^2`` of each row ``x_r`` of the tuple ``rows`` (1-D arrays of one type),
+    each split over four lanes: lane ``l`` adds the terms ``i = l (mod 4)`` in order, and the row's sum
+    is ``(l_0 + l_1) + (l_2 + l_3)``. The caller keeps ``stop`` a multiple of :data:`ROW_LANES`.
 
     One row's four lanes are one 4-wide vector, which adds four consecutive coordinates with one load
-    from each array: a row's sum is no longer one chain of additions in coordinate order (as in
-    :func:`add_row_squares8`), so the result differs from :func:`sq_dist_row`'s in the last bits, but
-    it is fixed by the inputs (the same operations per lane on any CPU; without 4-wide vectors LLVM
-    splits them in two). The rows' vectors are independent chains that run side by side. For
-    NN-descent's rounds, whose keys are float32 anyway.
+    from each array, and the rows' vectors are independent chains that run side by side. A row's sum
+    is not one chain of additions in coordinate order (as in :func:`add_row_squares8`), so it differs
+    from :func:`~hypann.geometry._kernels.sq_dist_row`'s in the last bits, but it is fixed by the
+    inputs (the same operations per lane on any CPU; without 4-wide vectors LLVM splits them in two).
+    For NN-descent, whose keys are float32 anyway.
     """
-    if not (_is_float_vector(q) and isinstance(rows, types.UniTuple) and _is_float_vector(rows.dtype)):
+    if not (_is_float_vector(q) and isinstance(rows, types.UniTuple) and _is_float_vector(rows.dtype)
+            and isinstance(stop, types.Integer)):
         return None
-    if not (isinstance(start, types.Integer) and isinstance(stop, types.Integer)):
-        return None
-    if not (isinstance(lanes, types.UniTuple) and lanes.count == ROW_LANES * rows.count
-            and isinstance(lanes.dtype, types.Float)):
-        return None
-    sig = types.UniTuple(types.float64, lanes.count)(q, rows, start, stop, lanes)
+    sig = types.UniTuple(types.float64, rows.count)(q, rows, stop)
 
     def codegen(context, builder, signature, args):
-        q_ty, rows_ty, start_ty, stop_ty, lanes_ty = signature.args
+        q_ty, rows_ty, stop_ty = signature.args
         q_array = context.make_array(q_ty)(context, builder, args[0])
         arrays = [context.make_array(rows_ty.dtype)(context, builder, value)
                   for value in cgutils.unpack_tuple(builder, args[1])]
-        initial = [context.cast(builder, value, lanes_ty.dtype, types.float64)
-                   for value in cgutils.unpack_tuple(builder, args[4])]
-        begin = context.cast(builder, args[2], start_ty, types.intp)
-        end = context.cast(builder, args[3], stop_ty, types.intp)
-        double = ir.VectorType(ir.DoubleType(), ROW_LANES)
-        accumulators = []
-        for r in range(len(arrays)):
-            vec = ir.Constant(double, ir.Undefined)
-            for lane in range(ROW_LANES):
-                vec = builder.insert_element(vec, initial[ROW_LANES * r + lane], ir.IntType(32)(lane))
-            accumulators.append(cgutils.alloca_once_value(builder, vec))
-        steps = builder.sdiv(builder.sub(end, begin), end.type(ROW_LANES))
-        with cgutils.for_range(builder, steps) as loop:
-            first = builder.add(begin, builder.mul(loop.index, end.type(ROW_LANES)))
+        end = context.cast(builder, args[2], stop_ty, types.intp)
+        zero = ir.Constant(ir.VectorType(ir.DoubleType(), ROW_LANES), [0.0] * ROW_LANES)
+        accumulators = [cgutils.alloca_once_value(builder, zero) for _ in arrays]
+        with cgutils.for_range(builder, builder.sdiv(end, end.type(ROW_LANES))) as loop:
+            first = builder.mul(loop.index, end.type(ROW_LANES))
             qv = _load_run(context, builder, q_ty, q_array, first, ROW_LANES)
             for ary, acc in zip(arrays, accumulators):
                 diff = builder.fsub(qv, _load_run(context, builder, rows_ty.dtype, ary, first, ROW_LANES))
@@ -240,7 +226,8 @@ def add_lane_squares(typingctx, q, rows, start, stop, lanes):
         out = []
         for acc in accumulators:
             vec = builder.load(acc)
-            out.extend(builder.extract_element(vec, ir.IntType(32)(lane)) for lane in range(ROW_LANES))
+            lanes = [builder.extract_element(vec, ir.IntType(32)(lane)) for lane in range(ROW_LANES)]
+            out.append(builder.fadd(builder.fadd(lanes[0], lanes[1]), builder.fadd(lanes[2], lanes[3])))
         return context.make_tuple(builder, signature.return_type, out)
 
     return sig, codegen

@@ -74,9 +74,10 @@ The design here
   ids and float32 keys (see "Memory of the build" below); the search graph
   is assembled with float64 deltas. From 16 dimensions on a point's
   candidates are compared eight at a time, each sum split over four vector
-  lanes (:func:`~hypann.geometry._kernels.delta8_split_below`: the keys of
-  the rounds need not be :func:`delta_row`'s bits, only fixed by the
-  inputs); below, one sum at a time in coordinate order.
+  lanes and never stopped early (:func:`~hypann.geometry._kernels.sq_dist8_split`:
+  the keys of the rounds need not be :func:`delta_row`'s bits, only fixed by
+  the inputs); below, one sum at a time in coordinate order, stopped once it
+  is proved above the row's worst key.
 * **Built and kept in leaf order.** The entry-point tree (below) is built
   first, and the graph is built over the points reordered into its leaf
   order (the index's own arrays in place; a copy otherwise). NN-descent
@@ -158,10 +159,9 @@ from hypann import _progress as progress
 from hypann._runtime import SERIAL_MAX_QUERIES, VisitedMarks, one_query_arrays, release_freed_heap
 from hypann._validation import (check_positive_int, check_query_coordinates, check_real, check_stored_points,
                                 check_stored_queries, state_flag)
-from hypann.geometry._kernels import (delta4_below, delta8_below, delta8_split_below, delta_row, delta_row_below,
-                                      delta_split_below, gather_points_in_place,
+from hypann.geometry._kernels import (delta4_below, delta8_below, delta_row, delta_row_below, gather_points_in_place,
                                       gather_rows_in_place, insert_sorted, inverse_permutation, one_query_start,
-                                      sq_dist_pair)
+                                      sq_dist8_split, sq_dist_pair, sq_dist_split)
 from hypann.geometry.gram_scan import knn_delta_scan
 from hypann.graph.copies import copy_leaders
 from hypann.graph.partition_tree import build_forest, build_tree, forest_index_dtype, mix_seed, split_key, splitmix64
@@ -330,24 +330,22 @@ def _deltas_below(q, cq, points, conf, ids, worst, out):
 
 
 @nb.njit(cache=True, inline="always")
-def _split_deltas_below(q, cq, points, conf, ids, worst, out):
-    """``out[t]``: :func:`~hypann.geometry._kernels.delta_split_below` of ``q`` and ``points[ids[t]]`` (the
-    sum split over four lanes), or ``inf`` once a prefix proves it ``>= worst``, for every
-    ``t < len(ids)``: eight rows side by side
-    (:func:`~hypann.geometry._kernels.delta8_split_below`), then one at a time. A finite value is the
-    row's own split delta, whatever its place in a group of eight, and ``inf`` comes only where that is
-    ``>= worst``: which rows can enter a list below ``worst`` does not depend on the grouping.
-    """
+def _split_deltas(q, cq, points, conf, ids, out):
+    """``out[t] = |q - x|^2 / (c_q c_x)`` of ``x = points[ids[t]]`` for every ``t < len(ids)``, each sum split
+    over four lanes (:func:`~hypann.geometry._kernels.sq_dist8_split`, eight rows side by side, then
+    :func:`~hypann.geometry._kernels.sq_dist_split` one by one: the same bits either way)."""
     m = ids.shape[0]
     t = 0
     while t + 8 <= m:
-        d8 = delta8_split_below(q, cq, points, conf, ids[t:t + 8], worst)
+        rows = (points[ids[t]], points[ids[t + 1]], points[ids[t + 2]], points[ids[t + 3]], points[ids[t + 4]],
+                points[ids[t + 5]], points[ids[t + 6]], points[ids[t + 7]])
+        sums = sq_dist8_split(q, rows)
         for r in range(8):
-            out[t + r] = d8[r]
+            out[t + r] = sums[r] / (cq * conf[ids[t + r]])
         t += 8
     for r in range(t, m):
         v = ids[r]
-        out[r] = delta_split_below(q, cq, points[v], conf[v], worst)
+        out[r] = sq_dist_split(q, points[v]) / (cq * conf[v])
 
 
 @nb.njit(cache=True)
@@ -355,9 +353,9 @@ def _init_row(p, points, conf, leaf_ranges, orders, max_members, seed, row_d, ro
               cand_d):
     """Fill the k-NN row of ``p`` from its leaf mates in every tree (:func:`_leaf_mates`, into
     ``cand``), then random points. From :data:`REFINE_BATCH_MIN_DIM` dimensions the leaf mates are
-    offered eight at a time (:func:`_offer_batched`: split deltas, stopped early against the row); in
-    fewer, their full deltas are computed first (:func:`_deltas_below`, into ``cand_d``, as long as
-    ``cand``) and offered one at a time."""
+    offered with split deltas (:func:`_offer_batched`); in fewer, their full deltas in coordinate
+    order are computed first (:func:`_deltas_below`, into ``cand_d``, as long as ``cand``) and
+    offered one at a time."""
     m = _leaf_mates(p, leaf_ranges, orders, max_members, seed, seen, tag, cand)
     if points.shape[1] >= REFINE_BATCH_MIN_DIM:
         _offer_batched(points[p], conf[p], points, conf, cand, m, row_d, row_i, row_f, cand_d)
@@ -567,7 +565,7 @@ def _refine_row(p, points, conf, new_i, old_i, row_d, row_i, row_f, seen, tag):
 
 
 #: Dimension from which NN-descent evaluates its candidates eight at a time with split sums
-#: (:func:`_refine_row_batched`) instead of one at a time (:func:`_refine_row`).
+#: (:func:`_refine_row_batched`) instead of one at a time, stopped early (:func:`_refine_row`).
 REFINE_BATCH_MIN_DIM = 16
 
 
@@ -615,11 +613,11 @@ def _pull_candidates(p, new_i, old_i, seen, tag, cand):
 @nb.njit(cache=True)
 def _refine_row_batched(p, points, conf, new_i, old_i, row_d, row_i, row_f, seen, tag, cand, cand_d):
     """:func:`_refine_row` with the candidates gathered first (:func:`_pull_candidates`), then offered
-    eight at a time (:func:`_offer_batched`), the same candidates in the same order. The deltas are
-    split sums (:func:`~hypann.geometry._kernels.delta_split_below`), which may differ from
-    :func:`_refine_row`'s in the last bits, so a float64 value next to a float32 key boundary can
-    get the other key. Faster from :data:`REFINE_BATCH_MIN_DIM` dimensions on; in fewer, one sum at
-    a time wins (its early stop is tested at every coordinate).
+    in that order (:func:`_offer_batched`), their deltas computed first. The deltas are split sums
+    (:func:`_split_deltas`), which may differ from :func:`_refine_row`'s in the last bits, so a
+    float64 value next to a float32 key boundary can get the other key. Faster from
+    :data:`REFINE_BATCH_MIN_DIM` dimensions on; in fewer, one sum at a time wins (its early stop is
+    tested at every coordinate).
     """
     m = _pull_candidates(p, new_i, old_i, seen, tag, cand)
     return _offer_batched(points[p], conf[p], points, conf, cand, m, row_d, row_i, row_f, cand_d)
@@ -629,19 +627,16 @@ def _refine_row_batched(p, points, conf, new_i, old_i, row_d, row_i, row_f, seen
 def _offer_batched(q, cq, points, conf, cand, m, row_d, row_i, row_f, cand_d):
     """Offer the points ``cand[:m]`` to the row of the point ``q`` (conformal factor ``cq``), in that order.
 
-    In groups of eight, their split deltas (:func:`_split_deltas_below`, into ``cand_d``, as long as
-    ``cand``) each stopped early once proved ``>=`` the row's worst key when the group was taken;
-    that key only falls while the group is offered in turn, so a stopped sum could not have
-    entered, and the row receives the insertions of one full split delta at a time, in the same
-    order. Returns the number of insertions.
+    Their deltas are computed first, all of them and in full (:func:`_split_deltas`, into ``cand_d``,
+    as long as ``cand``), then offered one by one. Stopping each sum once it is proved above the
+    row's worst key would save arithmetic, but in a one-off timing of a 100-D round the eight full
+    split sums side by side were faster than with the tests, although the tests stopped most sums.
+    Returns the number of insertions.
     """
-    K = row_d.shape[0]
+    _split_deltas(q, cq, points, conf, cand[:m], cand_d)
     changed = 0
-    for t in range(0, m, 8):
-        stop = min(t + 8, m)
-        _split_deltas_below(q, cq, points, conf, cand[t:stop], np.float64(row_d[K - 1]), cand_d[t:stop])
-        for s in range(t, stop):
-            changed += _offer_to_row(cand_d[s], cand[s], row_d, row_i, row_f)
+    for s in range(m):
+        changed += _offer_to_row(cand_d[s], cand[s], row_d, row_i, row_f)
     return changed
 
 
