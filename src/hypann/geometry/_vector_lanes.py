@@ -24,7 +24,7 @@ coordinates are widened first), without fused multiply-add or reassociation:
 * :func:`split_square_sums`, any number of rows, each split over four lanes of
   its own 4-wide vector (coordinate ``i`` in lane ``i mod 4``), read with one
   load per four coordinates: not the scalar loop's order, but fixed by the
-  inputs (NN-descent's candidates from 16-D on, whose keys are float32).
+  inputs (NN-descent's candidates and seeding trees from 16-D on).
 
 Two lanes in the first two, not four or eight: in a one-off timing on this
 project's machine the 4- and 8-wide forms of :func:`block_square_sum` made the
@@ -202,7 +202,8 @@ def split_square_sums(typingctx, q, rows, stop):
     is not one chain of additions in coordinate order (as in :func:`add_row_squares8`), so it differs
     from :func:`~hypann.geometry._kernels.sq_dist_row`'s in the last bits, but it is fixed by the
     inputs (the same operations per lane on any CPU; without 4-wide vectors LLVM splits them in two).
-    For NN-descent, whose keys are float32 anyway.
+    For NN-descent's rounds, whose keys are float32 anyway, and its seeding trees, which are never
+    descended.
     """
     if not (_is_float_vector(q) and isinstance(rows, types.UniTuple) and _is_float_vector(rows.dtype)
             and isinstance(stop, types.Integer)):
