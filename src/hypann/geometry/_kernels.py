@@ -385,46 +385,6 @@ def delta4_below(q, cq, x0, c0, x1, c1, x2, c2, x3, c3, worst):
 
 
 @nb.njit(cache=True, inline="always")
-def delta8_below(q, cq, points, conf, ids, worst):
-    """:func:`delta4_below` of the eight rows ``points[ids[0]], ..., points[ids[7]]`` (eight-tuple of deltas).
-
-    The eight sums run side by side
-    (:func:`~hypann.geometry._vector_lanes.add_row_squares8`), each in
-    :func:`sq_dist_row`'s order, so every finite result is :func:`delta_row`'s
-    value bit for bit; they stop early as in :func:`delta4_below`, once all
-    eight prefixes pass the screen.
-    """
-    d = q.shape[0]
-    rows = (points[ids[0]], points[ids[1]], points[ids[2]], points[ids[3]], points[ids[4]], points[ids[5]],
-            points[ids[6]], points[ids[7]])
-    dens = (cq * conf[ids[0]], cq * conf[ids[1]], cq * conf[ids[2]], cq * conf[ids[3]], cq * conf[ids[4]],
-            cq * conf[ids[5]], cq * conf[ids[6]], cq * conf[ids[7]])
-    sums = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
-    j = 0
-    while j < d:
-        stop = min(j + ABANDON_STRIDE, d)
-        sums = add_row_squares8(q, rows, j, stop, sums)
-        j = stop
-        if j < d:
-            above = True
-            for r in range(8):
-                above = above and sums[r] > worst * dens[r]
-            if above:
-                break
-    if j == d:
-        return (sums[0] / dens[0], sums[1] / dens[1], sums[2] / dens[2], sums[3] / dens[3], sums[4] / dens[4],
-                sums[5] / dens[5], sums[6] / dens[6], sums[7] / dens[7])
-    return (_finish_below(q, rows[0], sums[0], j, dens[0], worst),
-            _finish_below(q, rows[1], sums[1], j, dens[1], worst),
-            _finish_below(q, rows[2], sums[2], j, dens[2], worst),
-            _finish_below(q, rows[3], sums[3], j, dens[3], worst),
-            _finish_below(q, rows[4], sums[4], j, dens[4], worst),
-            _finish_below(q, rows[5], sums[5], j, dens[5], worst),
-            _finish_below(q, rows[6], sums[6], j, dens[6], worst),
-            _finish_below(q, rows[7], sums[7], j, dens[7], worst))
-
-
-@nb.njit(cache=True, inline="always")
 def sq_dist8_split(q, rows):
     """``|q - x_r|^2`` of the eight rows of the tuple ``rows``, each sum split over four lanes: the
     coordinates before ``d - d % 4`` by :func:`~hypann.geometry._vector_lanes.split_square_sums` (lane

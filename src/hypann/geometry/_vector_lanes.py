@@ -277,9 +277,10 @@ def add_row_squares8(typingctx, q, rows, start, stop, sums):
     Each row's sum adds its terms one after the other, as the scalar loop
     does (the same bits); the eight sums run as two 4-wide vectors. With eight
     rows twice as many sums share each wait on a chain of additions as in
-    :func:`add_row_squares4`. For NN-descent's candidates, which come in runs
-    of up to ``3 C^2``: one-thread graph builds at 100-D were 15 % faster on
-    uniform data and the same on four other families (docs/benchmarks.md).
+    :func:`add_row_squares4`. For the exact deltas of the graph build (its
+    search rows, the initial rows below 16-D) and the entry tree's keys;
+    NN-descent's candidates from 16-D on use :func:`split_square_sums`
+    (docs/benchmarks.md).
     On a CPU without 4-wide vectors LLVM splits each into two 2-wide ones (the
     same operations per lane, so the same bits).
     """

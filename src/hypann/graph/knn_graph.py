@@ -159,9 +159,10 @@ from hypann import _progress as progress
 from hypann._runtime import SERIAL_MAX_QUERIES, VisitedMarks, one_query_arrays, release_freed_heap
 from hypann._validation import (check_positive_int, check_query_coordinates, check_real, check_stored_points,
                                 check_stored_queries, state_flag)
-from hypann.geometry._kernels import (delta4_below, delta8_below, delta_row, delta_row_below, gather_points_in_place,
+from hypann.geometry._kernels import (delta4_below, delta_row, delta_row_below, gather_points_in_place,
                                       gather_rows_in_place, insert_sorted, inverse_permutation, one_query_start,
-                                      sq_dist8_split, sq_dist_pair, sq_dist_split)
+                                      sq_dist8_split, sq_dist_pair, sq_dist_row, sq_dist_split)
+from hypann.geometry._vector_lanes import add_row_squares8
 from hypann.geometry.gram_scan import knn_delta_scan
 from hypann.graph.copies import copy_leaders
 from hypann.graph.partition_tree import build_forest, build_tree, forest_index_dtype, mix_seed, split_key, splitmix64
@@ -300,52 +301,34 @@ def _leaf_mates(p, leaf_ranges, orders, max_members, seed, seen, tag, cand):
     return m
 
 
-@nb.njit(cache=True, inline="always")
-def _deltas_below(q, cq, points, conf, ids, worst, out):
-    """``out[t]``: :func:`delta_row` of ``q`` and ``points[ids[t]]``, bit for bit, or ``inf`` once a
-    prefix of its sum proves it ``>= worst`` (``worst = inf``: every delta in full), for every
-    ``t < len(ids)``.
+_ZERO8 = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
 
-    Eight sums side by side, then four (:func:`~hypann.geometry._kernels.delta8_below`,
-    :func:`~hypann.geometry._kernels.delta4_below`), then one at a time
-    (:func:`~hypann.geometry._kernels.delta_row_below`): the same terms in the same order per
-    row, so the same bits as one :func:`delta_row` each (``(q_j - x_j)^2 = (x_j - q_j)^2``
-    exactly, and ``c_q c_x = c_x c_q``), without waiting on one chain of additions at a time.
+
+@nb.njit(cache=True, inline="always")
+def _deltas(q, cq, points, conf, ids, split, out):
+    """``out[t] = |q - x|^2 / (c_q c_x)`` of ``x = points[ids[t]]`` for every ``t < len(ids)``, eight rows
+    side by side, then one by one (the same bits either way).
+
+    ``split``: each sum split over four lanes (:func:`~hypann.geometry._kernels.sq_dist8_split`,
+    :func:`~hypann.geometry._kernels.sq_dist_split`; NN-descent's keys). Otherwise in coordinate order
+    (:func:`~hypann.geometry._vector_lanes.add_row_squares8`, :func:`sq_dist_row`): :func:`delta_row`'s
+    bits (``(q_j - x_j)^2 = (x_j - q_j)^2`` exactly, and ``c_q c_x = c_x c_q``), without waiting on one
+    chain of additions at a time.
     """
-    m = ids.shape[0]
-    t = 0
-    while t + 8 <= m:
-        d8 = delta8_below(q, cq, points, conf, ids[t:t + 8], worst)
-        for r in range(8):
-            out[t + r] = d8[r]
-        t += 8
-    while t + 4 <= m:
-        v0, v1, v2, v3 = ids[t], ids[t + 1], ids[t + 2], ids[t + 3]
-        out[t], out[t + 1], out[t + 2], out[t + 3] = delta4_below(q, cq, points[v0], conf[v0], points[v1], conf[v1],
-                                                                  points[v2], conf[v2], points[v3], conf[v3], worst)
-        t += 4
-    for r in range(t, m):
-        v = ids[r]
-        out[r] = delta_row_below(q, cq, points[v], conf[v], worst)
-
-
-@nb.njit(cache=True, inline="always")
-def _split_deltas(q, cq, points, conf, ids, out):
-    """``out[t] = |q - x|^2 / (c_q c_x)`` of ``x = points[ids[t]]`` for every ``t < len(ids)``, each sum split
-    over four lanes (:func:`~hypann.geometry._kernels.sq_dist8_split`, eight rows side by side, then
-    :func:`~hypann.geometry._kernels.sq_dist_split` one by one: the same bits either way)."""
+    d = q.shape[0]
     m = ids.shape[0]
     t = 0
     while t + 8 <= m:
         rows = (points[ids[t]], points[ids[t + 1]], points[ids[t + 2]], points[ids[t + 3]], points[ids[t + 4]],
                 points[ids[t + 5]], points[ids[t + 6]], points[ids[t + 7]])
-        sums = sq_dist8_split(q, rows)
+        sums = sq_dist8_split(q, rows) if split else add_row_squares8(q, rows, 0, d, _ZERO8)
         for r in range(8):
             out[t + r] = sums[r] / (cq * conf[ids[t + r]])
         t += 8
     for r in range(t, m):
         v = ids[r]
-        out[r] = sq_dist_split(q, points[v]) / (cq * conf[v])
+        x = points[v]
+        out[r] = (sq_dist_split(q, x) if split else sq_dist_row(q, x)) / (cq * conf[v])
 
 
 @nb.njit(cache=True)
@@ -353,14 +336,14 @@ def _init_row(p, points, conf, leaf_ranges, orders, max_members, seed, row_d, ro
               cand_d):
     """Fill the k-NN row of ``p`` from its leaf mates in every tree (:func:`_leaf_mates`, into
     ``cand``), then random points. From :data:`REFINE_BATCH_MIN_DIM` dimensions the leaf mates are
-    offered with split deltas (:func:`_offer_batched`); in fewer, their full deltas in coordinate
-    order are computed first (:func:`_deltas_below`, into ``cand_d``, as long as ``cand``) and
-    offered one at a time."""
+    offered with split deltas (:func:`_offer_batched`); in fewer, their deltas in coordinate order
+    are computed first (:func:`_deltas`, into ``cand_d``, as long as ``cand``) and offered one at a
+    time."""
     m = _leaf_mates(p, leaf_ranges, orders, max_members, seed, seen, tag, cand)
     if points.shape[1] >= REFINE_BATCH_MIN_DIM:
         _offer_batched(points[p], conf[p], points, conf, cand, m, row_d, row_i, row_f, cand_d)
     else:
-        _deltas_below(points[p], conf[p], points, conf, cand[:m], np.inf, cand_d)
+        _deltas(points[p], conf[p], points, conf, cand[:m], False, cand_d)
         for s in range(m):
             _row_insert(row_d, row_i, row_f, _row_key(cand_d[s]), cand[s])
     _fill_row_at_random(p, points, conf, seed, row_d, row_i, row_f, seen, tag)
@@ -614,7 +597,7 @@ def _pull_candidates(p, new_i, old_i, seen, tag, cand):
 def _refine_row_batched(p, points, conf, new_i, old_i, row_d, row_i, row_f, seen, tag, cand, cand_d):
     """:func:`_refine_row` with the candidates gathered first (:func:`_pull_candidates`), then offered
     in that order (:func:`_offer_batched`), their deltas computed first. The deltas are split sums
-    (:func:`_split_deltas`), which may differ from :func:`_refine_row`'s in the last bits, so a
+    (:func:`_deltas` with ``split``), which may differ from :func:`_refine_row`'s in the last bits, so a
     float64 value next to a float32 key boundary can get the other key. Faster from
     :data:`REFINE_BATCH_MIN_DIM` dimensions on; in fewer, one sum at a time wins (its early stop is
     tested at every coordinate).
@@ -627,13 +610,13 @@ def _refine_row_batched(p, points, conf, new_i, old_i, row_d, row_i, row_f, seen
 def _offer_batched(q, cq, points, conf, cand, m, row_d, row_i, row_f, cand_d):
     """Offer the points ``cand[:m]`` to the row of the point ``q`` (conformal factor ``cq``), in that order.
 
-    Their deltas are computed first, all of them and in full (:func:`_split_deltas`, into ``cand_d``,
+    Their split deltas are computed first, all of them and in full (:func:`_deltas`, into ``cand_d``,
     as long as ``cand``), then offered one by one. Stopping each sum once it is proved above the
     row's worst key would save arithmetic, but in a one-off timing of a 100-D round the eight full
     split sums side by side were faster than with the tests, although the tests stopped most sums.
     Returns the number of insertions.
     """
-    _split_deltas(q, cq, points, conf, cand[:m], cand_d)
+    _deltas(q, cq, points, conf, cand[:m], True, cand_d)
     changed = 0
     for s in range(m):
         changed += _offer_to_row(cand_d[s], cand[s], row_d, row_i, row_f)
@@ -856,7 +839,7 @@ def _search_row(p, points, conf, row_i, rev_start, rev_stop, src, bridge_i, max_
 
     ``src[rev_start:rev_stop]`` are the points whose rows hold ``p``. ``scratch``:
     float64, at least ``max(K, _REVERSE_BATCH)`` entries (the deltas of
-    :func:`_deltas_below` before they are sorted in).
+    :func:`_deltas` before they are sorted in).
     """
     K = row_i.shape[1]
     D = out.shape[0]
@@ -871,14 +854,14 @@ def _search_row(p, points, conf, row_i, rev_start, rev_stop, src, bridge_i, max_
     nf = 0
     while nf < K and row_i[p, nf] >= 0:
         nf += 1
-    _deltas_below(points[p], conf[p], points, conf, row_i[p, :nf], np.inf, scratch)
+    _deltas(points[p], conf[p], points, conf, row_i[p, :nf], False, scratch)
     for j in range(nf):
         # the list grows by one: insert into its first j + 1 slots (the last one is free)
         insert_sorted(fwd_d[:j + 1], fwd_i[:j + 1], scratch[j], row_i[p, j])
     # the D nearest reverse neighbours (ties: smaller p first)
     for first in range(rev_start, rev_stop, _REVERSE_BATCH):
         last = min(first + _REVERSE_BATCH, rev_stop)
-        _deltas_below(points[p], conf[p], points, conf, src[first:last], np.inf, scratch)
+        _deltas(points[p], conf[p], points, conf, src[first:last], False, scratch)
         for s in range(first, last):
             d = scratch[s - first]
             if d < rev_d[D - 1]:
