@@ -219,7 +219,7 @@ def test_nn_descent_step_eight_at_a_time_makes_the_rows_of_one_at_a_time(dim):
         seen = np.zeros(n, dtype=np.int32)
         cand = np.empty(3 * C * C, dtype=np.int32)
         changed = []
-        for rnd in range(2):  # the second pass starts from full rows: the early stop matters
+        for rnd in range(2):  # the second pass starts from full rows, which most candidates do not enter
             for p in range(n):
                 extra = (np.empty(len(cand)),) if step is knn_graph._refine_row_batched else ()
                 changed.append(step(p, X, cx, new_i, old_i, row_d[p], row_i[p], row_f[p], seen,
