@@ -38,8 +38,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from hypann.geometry._vector_lanes import (LANE_BLOCK, ROW_LANES, add_row_squares4, add_row_squares8, block_square_sum,
-                                          split_square_sums)
+from hypann.geometry._vector_lanes import LANE_BLOCK, ROW_LANES, add_row_squares4, block_square_sum, split_square_sums
 
 _SPLITTER = 134217729.0  # 2**27 + 1, Veltkamp split for Dekker's exact product
 
