@@ -15,7 +15,7 @@ from hypann.geometry._kernels import brute_knn_delta, conformal_factor, delta_to
 from hypann.graph import HyperbolicGraphIndex
 from hypann.graph import knn_graph
 from hypann.graph.knn_graph import _reverse_lists, _search_graph, nn_descent
-from hypann.graph.partition_tree import (FOREST_SPLIT_SUMS_MIN_DIM, build_forest, build_tree, descend, node_capacity,
+from hypann.graph.partition_tree import (SPLIT_SUMS_MIN_DIM, build_forest, build_tree, descend, node_capacity,
                                          split_key)
 from hypann.metrics import recall
 
@@ -327,12 +327,14 @@ def test_partition_tree_leaves_partition_the_points(mixture):
         assert descend(pivots, thresholds, children, X, X[i]) == leaf_of[i]
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("dim", [6, 40, 103])
-def test_partition_tree_with_split_sums_splits_every_node_at_its_median_key(dim):
-    """The seeding trees' keys (sums split over four lanes): every node sends the points whose split key is at
-    most its threshold left and the others right, half each; the forest builds these trees from 16-D on."""
+def test_partition_tree_with_split_sums_splits_every_node_at_its_median_key(dim, dtype):
+    """The keys summed over four lanes: every node sends the points whose split key is at most its
+    threshold left and the others right, half each; every point descends to its own leaf with the same
+    sums (as a float64 query, also over float32 points); the forest builds these trees from 16-D on."""
     rng = np.random.default_rng(dim)
-    X = rng.uniform(-0.7, 0.7, (600, dim)) / np.sqrt(dim)
+    X = (rng.uniform(-0.7, 0.7, (600, dim)) / np.sqrt(dim)).astype(dtype)
     pivots, thresholds, children, ranges, order = build_tree(X, 16, np.uint64(dim), True)
     np.testing.assert_array_equal(np.sort(order), np.arange(len(X)))
     for v in np.flatnonzero(children[:, 0] >= 0):
@@ -342,7 +344,14 @@ def test_partition_tree_with_split_sums_splits_every_node_at_its_median_key(dim)
             inside = keys[order[ranges[child, 0]:ranges[child, 1]]]
             assert np.all(inside <= thresholds[v]) if side == 0 else np.all(inside >= thresholds[v])
         assert ranges[children[v, 0], 1] - ranges[children[v, 0], 0] == (ranges[v, 1] - ranges[v, 0]) // 2
-    if dim >= FOREST_SPLIT_SUMS_MIN_DIM:
+    leaves = np.flatnonzero(children[:, 0] < 0)
+    leaf_of = np.empty(len(X), dtype=np.int64)
+    for v in leaves:
+        leaf_of[order[ranges[v, 0]:ranges[v, 1]]] = v
+    queries = X.astype(np.float64)
+    reached = [descend(pivots, thresholds, children, X, queries[i], True) for i in range(len(X))]
+    np.testing.assert_array_equal(reached, leaf_of)
+    if dim >= SPLIT_SUMS_MIN_DIM:
         _, orders = build_forest(X, 16, np.array([dim], dtype=np.uint64))
         np.testing.assert_array_equal(orders[0], order)
 

@@ -207,3 +207,32 @@ def test_older_exact_file_with_the_graph_in_input_order_still_loads(data, built,
     with pytest.raises(ValueError, match=r"graph state 'graph_in_tree_order' must be the integer 1 and only appear "
                                          r"with exact=True"):
         hypann.load(tmp_path / "bad.hypann")
+
+
+def test_split_keys_flag_is_saved_checked_and_absent_in_older_files(tmp_path):
+    """From 16-D on the entry tree sums its split keys over four lanes (``split_keys_``): the file says so,
+    the flag must be the integer 1, and a file without it (written before it existed) is descended with
+    sums in coordinate order, still to a right answer."""
+    rng = np.random.default_rng(23)
+    X = ball_points(rng, 900, 20, min_conformal=1e-6)
+    base, Q = np.ascontiguousarray(X[:800]), np.ascontiguousarray(X[800:])
+    index = hypann.HyperbolicIndex(algorithm="graph", random_state=3).build(base)
+    assert index.algorithm_.graph_.split_keys_
+    assert not hypann.HyperbolicIndex(algorithm="graph").build(base[:, :15] * 0.9).algorithm_.graph_.split_keys_
+    want = index.search(Q, 5)
+    index.save(tmp_path / "g.hypann")
+    back = hypann.load(tmp_path / "g.hypann")
+    assert back.algorithm_.graph_.split_keys_
+    np.testing.assert_array_equal(back.search(Q, 5).indices, want.indices)
+    header, arrays = hio.read_raw(tmp_path / "g.hypann")
+    assert int(arrays["state/split_keys"]) == 1
+    hio.write_raw(tmp_path / "flag.hypann", header, {**arrays, "state/split_keys": np.int64(2)})
+    with pytest.raises(ValueError, match=r"'split_keys' must be the integer 1"):
+        hypann.load(tmp_path / "flag.hypann")
+    older = {name: value for name, value in arrays.items() if name != "state/split_keys"}
+    hio.write_raw(tmp_path / "older.hypann", header, older)
+    old = hypann.load(tmp_path / "older.hypann")
+    assert not old.algorithm_.graph_.split_keys_
+    got = old.search(Q, 5, ef=64)
+    truth = hypann.HyperbolicIndex(algorithm="brute").build(base).search(Q, 5)
+    np.testing.assert_allclose(got.distances, truth.distances, rtol=1e-12)

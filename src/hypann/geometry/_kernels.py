@@ -407,6 +407,18 @@ def sq_dist_split(q, x):
     return _sq_dist_rest(q, x, split_square_sums(q, (x,), whole)[0], whole)
 
 
+@nb.njit(cache=True, inline="always")
+def sq_dist_pair_split(q, a, b):
+    """``(|q - a|^2, |q - b|^2)`` as :func:`sq_dist8_split` sums them (the same bits), the two rows side by
+    side: eight independent chains of additions where :func:`sq_dist_pair` has two. For the descents of
+    trees whose split keys were computed so (``(q_j - x_j)^2 = (x_j - q_j)^2`` exactly, so the pivot
+    and the point may trade places)."""
+    d = q.shape[0]
+    whole = d - d % ROW_LANES
+    sums = split_square_sums(q, (a, b), whole)
+    return _sq_dist_rest(q, a, sums[0], whole), _sq_dist_rest(q, b, sums[1], whole)
+
+
 #: Dimension from which a scan screens each row with :func:`delta_lanes_below` (shorter rows: the
 #: sequential sum is as fast and needs no second pass).
 LANES_MIN_DIM = 16

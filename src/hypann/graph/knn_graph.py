@@ -93,8 +93,9 @@ The design here
   order is already local, or on uniform 100-D data). Otherwise the ids are
   mapped back to input rows and the points put back in their order.
 * **Entry points from a partition tree, not one medoid.** A query descends
-  the tree (two Euclidean distances per level, no conformal factor) to a
-  leaf; the leaf's points (at most ``leaf_size``) and the pivots of the
+  the tree (two Euclidean distances per level, no conformal factor; from
+  16 dimensions on each sum split over four vector lanes, in the build's
+  keys and in the descent alike) to a leaf; the leaf's points (at most ``leaf_size``) and the pivots of the
   last levels (nodes of at most ``8 leaf_size`` points) seed the search
   list. The pivots matter on boundary-heavy data, where a tight cluster can
   be cut by a split and the query's leaf holds no neighbour at all
@@ -161,11 +162,12 @@ from hypann._validation import (check_positive_int, check_query_coordinates, che
                                 check_stored_queries, state_flag)
 from hypann.geometry._kernels import (delta4_below, delta_row, delta_row_below, gather_points_in_place,
                                       gather_rows_in_place, insert_sorted, inverse_permutation, one_query_start,
-                                      sq_dist8_split, sq_dist_pair, sq_dist_row, sq_dist_split)
+                                      sq_dist8_split, sq_dist_row, sq_dist_split)
 from hypann.geometry._vector_lanes import add_row_squares8
 from hypann.geometry.gram_scan import knn_delta_scan
 from hypann.graph.copies import copy_leaders
-from hypann.graph.partition_tree import build_forest, build_tree, forest_index_dtype, mix_seed, split_key, splitmix64
+from hypann.graph.partition_tree import (SPLIT_SUMS_MIN_DIM, build_forest, build_tree, forest_index_dtype, mix_seed,
+                                         pivot_sums, split_key, splitmix64)
 from hypann.graph.vamana import GraphSearchResult, _list_offer
 from hypann.metrics import recall_per_query
 
@@ -208,6 +210,9 @@ _STATE = ("points", "conformal", "neighbors", "tree_pivots", "tree_thresholds", 
 # Optional state flag (the integer 1): the points are stored in leaf order (``in_leaf_order_``).
 # Files written before it existed have them in input order.
 _LEAF_ORDER = "leaf_order"
+# Optional state flag (the integer 1): the entry tree's split keys were summed over four lanes
+# (``split_keys_``). Files written before it existed summed them in coordinate order.
+_SPLIT_KEYS = "split_keys"
 # Optional state array: the groups of exact copies (``copy_groups_``); absent when there are none.
 _COPY_GROUPS = "copy_groups"
 # ``copy_groups_`` of a graph whose nodes are all its points (read only, shared).
@@ -1039,14 +1044,16 @@ def _offer_batch(q, cq, points, conf, batch, got, lst_d, lst_i, lst_e, size, ef,
 
 
 @nb.njit(cache=True)
-def _search_one(points, conf, nbrs, pivots, thresholds, children, ranges, order, leaf_order, n_seeds, pivot_node_size,
-                q, cq, ef, budget, exclude, seen, tag, lst_d, lst_i, lst_e):
+def _search_one(points, conf, nbrs, pivots, thresholds, children, ranges, order, leaf_order, split_keys, n_seeds,
+                pivot_node_size, q, cq, ef, budget, exclude, seen, tag, lst_d, lst_i, lst_e):
     """Best-first search for ``q`` with a list of ``ef`` entries, seeded from the tree leaf of ``q``.
 
     Fills ``lst_d/lst_i`` (ascending, ``inf``/-1 pad; ids of ``points``' rows)
     and returns the number of distance evaluations (at most ``budget``).
     ``leaf_order``: the points are stored in the tree's leaf order, so leaf
-    slot ``s`` is row ``s``; otherwise it is row ``order[s]``. Neighbour and
+    slot ``s`` is row ``s``; otherwise it is row ``order[s]``. ``split_keys``:
+    the tree was built with ``split_sums`` (descended with the same sums,
+    :func:`~hypann.graph.partition_tree.pivot_sums`). Neighbour and
     leaf ids outside ``[0, n)`` are skipped, so a memory-mapped file opened
     without reading them (``verify="structure"``) cannot make it read out of
     bounds.
@@ -1066,7 +1073,7 @@ def _search_one(points, conf, nbrs, pivots, thresholds, children, ranges, order,
     while children[node, 0] >= 0:
         a = pivots[node, 0]
         b = pivots[node, 1]
-        da, db = sq_dist_pair(q, points[a], points[b])
+        da, db = pivot_sums(q, points[a], points[b], split_keys)
         local = ranges[node, 1] - ranges[node, 0] <= pivot_node_size
         for side in range(2):
             u = a if side == 0 else b
@@ -1125,8 +1132,8 @@ def _emit_row(u, d, n, row_i, row_d, out):
 
 
 @nb.njit(cache=True)
-def _search_range(points, conf, nbrs, pivots, thresholds, children, ranges, order, leaf_order, n_seeds,
-                  pivot_node_size, groups, queries, q_conf, ef, budget, exclude, first, stop, seen, tag0, out_i, out_d,
+def _search_range(points, conf, nbrs, pivots, thresholds, children, ranges, order, leaf_order, split_keys,
+                  n_seeds, pivot_node_size, groups, queries, q_conf, ef, budget, exclude, first, stop, seen, tag0, out_i, out_d,
                   samples):
     """Search queries ``first <= i < stop`` (:func:`_search_one`) into rows ``i`` of the outputs.
 
@@ -1146,8 +1153,8 @@ def _search_range(points, conf, nbrs, pivots, thresholds, children, ranges, orde
     lst_i = np.empty(ef, dtype=np.int64)
     lst_e = np.empty(ef, dtype=np.bool_)
     for i in range(first, stop):
-        samples[i] = _search_one(points, conf, nbrs, pivots, thresholds, children, ranges, order, leaf_order, n_seeds,
-                                 pivot_node_size, queries[i], q_conf[i], ef, budget[i], exclude[i], seen, tag0 + i,
+        samples[i] = _search_one(points, conf, nbrs, pivots, thresholds, children, ranges, order, leaf_order,
+                                 split_keys, n_seeds, pivot_node_size, queries[i], q_conf[i], ef, budget[i], exclude[i], seen, tag0 + i,
                                  lst_d, lst_i, lst_e)
         out = 0
         for t in range(ef):
@@ -1169,8 +1176,8 @@ def _search_range(points, conf, nbrs, pivots, thresholds, children, ranges, orde
 
 
 @nb.njit(cache=True, parallel=True)
-def _search(points, conf, nbrs, pivots, thresholds, children, ranges, order, leaf_order, n_seeds, pivot_node_size,
-            groups, queries, q_conf, k, ef, budget, exclude, n_chunks, seen, tag0):
+def _search(points, conf, nbrs, pivots, thresholds, children, ranges, order, leaf_order, split_keys, n_seeds,
+            pivot_node_size, groups, queries, q_conf, k, ef, budget, exclude, n_chunks, seen, tag0):
     """Search every query (:func:`_search_range`), parallel over chunks of queries.
 
     ``seen`` holds one row of visited marks per thread (``numba.get_thread_id()``
@@ -1185,15 +1192,15 @@ def _search(points, conf, nbrs, pivots, thresholds, children, ranges, order, lea
     samples = np.zeros(m, dtype=np.int64)
     per = (m + n_chunks - 1) // n_chunks
     for ch in nb.prange(n_chunks):
-        _search_range(points, conf, nbrs, pivots, thresholds, children, ranges, order, leaf_order, n_seeds,
-                      pivot_node_size, groups, queries, q_conf, ef, budget, exclude, ch * per, min(m, (ch + 1) * per),
-                      seen[nb.get_thread_id()], tag0, out_i, out_d, samples)
+        _search_range(points, conf, nbrs, pivots, thresholds, children, ranges, order, leaf_order, split_keys,
+                      n_seeds, pivot_node_size, groups, queries, q_conf, ef, budget, exclude, ch * per,
+                      min(m, (ch + 1) * per), seen[nb.get_thread_id()], tag0, out_i, out_d, samples)
     return out_i, out_d, samples
 
 
 @nb.njit(cache=True)
-def _search_serial(points, conf, nbrs, pivots, thresholds, children, ranges, order, leaf_order, n_seeds,
-                   pivot_node_size, groups, queries, q_conf, k, ef, budget, exclude, seen, tag0):
+def _search_serial(points, conf, nbrs, pivots, thresholds, children, ranges, order, leaf_order, split_keys,
+                   n_seeds, pivot_node_size, groups, queries, q_conf, k, ef, budget, exclude, seen, tag0):
     """:func:`_search` on the calling thread (one row of marks ``seen``, tags from ``tag0`` on).
 
     For batches of at most ``SERIAL_MAX_QUERIES`` queries: no thread-pool launch.
@@ -1202,15 +1209,15 @@ def _search_serial(points, conf, nbrs, pivots, thresholds, children, ranges, ord
     out_d = np.full((m, k), np.inf)
     out_i = np.full((m, k), -1, dtype=np.int64)
     samples = np.zeros(m, dtype=np.int64)
-    _search_range(points, conf, nbrs, pivots, thresholds, children, ranges, order, leaf_order, n_seeds,
+    _search_range(points, conf, nbrs, pivots, thresholds, children, ranges, order, leaf_order, split_keys, n_seeds,
                   pivot_node_size, groups, queries, q_conf, ef, budget, exclude, 0, m, seen, tag0, out_i, out_d,
                   samples)
     return out_i, out_d, samples
 
 
 @nb.njit(cache=True)
-def _search_coordinates(points, conf, nbrs, pivots, thresholds, children, ranges, order, leaf_order, n_seeds,
-                        pivot_node_size, groups, X, c, lorentz, ef, budget, exclude, seen, tag, out_i, out_d,
+def _search_coordinates(points, conf, nbrs, pivots, thresholds, children, ranges, order, leaf_order, split_keys,
+                        n_seeds, pivot_node_size, groups, X, c, lorentz, ef, budget, exclude, seen, tag, out_i, out_d,
                         samples):
     """One query given by its coordinates ``X`` (1, d), or (1, d+1) on the hyperboloid when ``lorentz``, in
     curvature ``-c``: its input check
@@ -1220,9 +1227,9 @@ def _search_coordinates(points, conf, nbrs, pivots, thresholds, children, ranges
     Returns whether ``X`` is a valid point."""
     queries, q_conf, valid = one_query_start(X, c, lorentz, out_i, out_d, samples)
     if valid:
-        _search_range(points, conf, nbrs, pivots, thresholds, children, ranges, order, leaf_order, n_seeds,
-                      pivot_node_size, groups, queries, q_conf, ef, budget, exclude, 0, 1, seen, tag, out_i, out_d,
-                      samples)
+        _search_range(points, conf, nbrs, pivots, thresholds, children, ranges, order, leaf_order, split_keys,
+                      n_seeds, pivot_node_size, groups, queries, q_conf, ef, budget, exclude, 0, 1, seen, tag, out_i,
+                      out_d, samples)
     return valid
 
 
@@ -1309,6 +1316,11 @@ class HyperbolicGraphIndex:
         (``build(..., keep_order=True)``): row ``t`` of ``points_`` is input
         row ``tree_order_[t]``, and :meth:`search` reports input rows.
         Otherwise ``points_`` is in input order.
+    split_keys_ : bool
+        Whether the entry tree's split keys were summed over four lanes
+        (from 16 dimensions on, ``SPLIT_SUMS_MIN_DIM``;
+        :func:`~hypann.graph.partition_tree.pivot_sums`): a search descends
+        it with the same sums. ``False`` for files written before the flag.
     copy_groups_ : ndarray of shape (m + 1,) or (0,), int64
         Groups of exact copies (rows equal bit for bit, coordinates and
         conformal factor: :func:`~hypann.graph.copies.copy_leaders`). A
@@ -1346,6 +1358,9 @@ class HyperbolicGraphIndex:
     in_leaf_order_ = False
     #: No groups of copies unless a build or a state has them (also for objects pickled before them).
     copy_groups_ = _NO_GROUPS
+    #: Split keys summed in coordinate order unless a build or a state says otherwise (also for objects pickled
+    #: before the flag).
+    split_keys_ = False
 
     def __init__(self, *, n_neighbors=24, max_degree=40, ef=None, target_recall=0.98, leaf_size=32, n_trees=4,
                  max_rounds=16, random_state=0):
@@ -1496,6 +1511,7 @@ class HyperbolicGraphIndex:
         """Keep the built arrays and calibrate ``ef_`` (the end of :meth:`build`)."""
         self.n_components_ = n_comp
         self.tree_pivots_, self.tree_thresholds_, self.tree_children_, self.tree_ranges_, self.tree_order_ = tree
+        self.split_keys_ = _entry_split_keys(points.shape[1])
         self.points_ = points
         self.conformal_ = conformal
         self.n_points_, self.dim_ = points.shape
@@ -1550,7 +1566,8 @@ class HyperbolicGraphIndex:
     def _structure(self):
         """The arrays and settings the search kernels take first, in their order."""
         return (self.points_, self.conformal_, self.neighbors_, self.tree_pivots_, self.tree_thresholds_,
-                self.tree_children_, self.tree_ranges_, self.tree_order_, self.in_leaf_order_, self.leaf_size,
+                self.tree_children_, self.tree_ranges_, self.tree_order_, self.in_leaf_order_, self.split_keys_,
+                self.leaf_size,
                 PIVOT_SEED_LEAVES * self.leaf_size, self.copy_groups_)
 
     def _visited_marks(self):
@@ -1674,6 +1691,7 @@ class HyperbolicGraphIndex:
                                  dtype=np.int64),
             "recalls": np.array([self.target_recall, self.calibration_recall_]),
             **({_LEAF_ORDER: np.int64(1)} if self.in_leaf_order_ else {}),
+            **({_SPLIT_KEYS: np.int64(1)} if self.split_keys_ else {}),
             **({_COPY_GROUPS: self.copy_groups_} if self.copy_groups_.shape[0] else {}),
         }
 
@@ -1714,6 +1732,7 @@ class HyperbolicGraphIndex:
         index.tree_ranges_ = np.ascontiguousarray(arrays["tree_ranges"], dtype=np.int64)
         index.tree_order_ = np.ascontiguousarray(arrays["tree_order"], dtype=np.int64)
         index.in_leaf_order_ = in_leaf_order
+        index.split_keys_ = state_flag(arrays, _SPLIT_KEYS, "HyperbolicGraphIndex")
         if _COPY_GROUPS in arrays:
             groups = np.asarray(arrays[_COPY_GROUPS])
             if groups.dtype.kind not in "iu" or groups.ndim != 1 or groups.shape[0] < 2:
@@ -1754,9 +1773,17 @@ class HyperbolicGraphIndex:
                 f"max_rounds={self.max_rounds}, random_state={self.random_state}{fitted})")
 
 
+def _entry_split_keys(dim):
+    """Whether the entry tree of points of ``dim`` coordinates sums its split keys over four lanes
+    (:attr:`HyperbolicGraphIndex.split_keys_`): from :data:`~hypann.graph.partition_tree.SPLIT_SUMS_MIN_DIM` on."""
+    return dim >= SPLIT_SUMS_MIN_DIM
+
+
 def _entry_tree(points, leaf_size, seed):
-    """The partition tree whose leaves seed the searches (:func:`build_tree` with the build's seed)."""
-    return build_tree(points, leaf_size, np.uint64(mix_seed(np.uint64(seed), 11, 0)))
+    """The partition tree whose leaves seed the searches (:func:`build_tree` with the build's seed and
+    :func:`_entry_split_keys`)."""
+    return build_tree(points, leaf_size, np.uint64(mix_seed(np.uint64(seed), 11, 0)),
+                      _entry_split_keys(points.shape[1]))
 
 
 def _gathered(points, conformal, perm, in_place):

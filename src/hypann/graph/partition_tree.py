@@ -41,7 +41,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from hypann.geometry._kernels import sq_dist8_split, sq_dist_pair, sq_dist_row, sq_dist_split
+from hypann.geometry._kernels import sq_dist8_split, sq_dist_pair, sq_dist_pair_split, sq_dist_row
 from hypann.geometry._vector_lanes import add_row_squares8
 
 # Random pivot pairs tried before scanning the node for a point distinct from ``a``.
@@ -76,6 +76,16 @@ def node_capacity(n, leaf_size):
 
 
 @nb.njit(cache=True, inline="always")
+def pivot_sums(q, a, b, split_sums):
+    """``(|q - a|^2, |q - b|^2)`` as a tree built with ``split_sums`` (:func:`build_tree`) summed its keys:
+    :func:`~hypann.geometry._kernels.sq_dist_pair_split` or
+    :func:`~hypann.geometry._kernels.sq_dist_pair`."""
+    if split_sums:
+        return sq_dist_pair_split(q, a, b)
+    return sq_dist_pair(q, a, b)
+
+
+@nb.njit(cache=True, inline="always")
 def _split_keys(points, order, lo, hi, pa, pb, keys, split_sums):
     """``keys[t] = split_key(|x - a|^2, |x - b|^2)`` of the points ``x = points[order[t]]``, ``lo <= t < hi``.
 
@@ -84,7 +94,7 @@ def _split_keys(points, order, lo, hi, pa, pb, keys, split_sums):
     :func:`~hypann.geometry._vector_lanes.add_row_squares8`; ``(a_j - x_j)^2 = (x_j - a_j)^2``
     exactly), so the keys are the bits a descent computes. ``split_sums``: the sums split over four
     lanes instead (:func:`~hypann.geometry._kernels.sq_dist8_split`, one load per four
-    coordinates), for trees that are never descended.
+    coordinates), the bits of a descent with ``split_sums`` (:func:`descend`)
     """
     d = pa.shape[0]
     zero = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
@@ -102,11 +112,7 @@ def _split_keys(points, order, lo, hi, pa, pb, keys, split_sums):
             keys[t + r] = split_key(da[r], db[r])
         t += 8
     while t < hi:
-        x = points[order[t]]
-        if split_sums:
-            da1, db1 = sq_dist_split(pa, x), sq_dist_split(pb, x)
-        else:
-            da1, db1 = sq_dist_pair(x, pa, pb)
+        da1, db1 = pivot_sums(points[order[t]], pa, pb, split_sums)
         keys[t] = split_key(da1, db1)
         t += 1
 
@@ -116,8 +122,8 @@ def build_tree(points, leaf_size, seed, split_sums=False):
     """One Apollonian partition tree (see module docstring).
 
     ``split_sums``: compute the split keys with sums split over four lanes (:func:`_split_keys`),
-    faster from 16-D on; the keys then differ from a descent's in the last bits, so such a tree
-    is for its leaves only (the seeding trees of NN-descent), not for :func:`descend`.
+    faster from :data:`SPLIT_SUMS_MIN_DIM` dimensions on; such a tree is descended with the same
+    sums (:func:`descend` with ``split_sums=True``).
 
     Returns
     -------
@@ -209,8 +215,8 @@ def forest_index_dtype(n):
 def build_forest(points, leaf_size, seeds, index_dtype=None):
     """``len(seeds)`` trees built in parallel; returns the leaf of each point in each tree.
 
-    From :data:`FOREST_SPLIT_SUMS_MIN_DIM` dimensions on, the trees' split keys come from sums split over
-    four lanes (:func:`build_tree` with ``split_sums=True``): these trees are not descended.
+    From :data:`SPLIT_SUMS_MIN_DIM` dimensions on, the trees' split keys come from sums split over
+    four lanes (:func:`build_tree` with ``split_sums=True``).
 
     Parameters
     ----------
@@ -240,14 +246,16 @@ def build_forest(points, leaf_size, seeds, index_dtype=None):
 
 
 #: Dimension from which the trees of :func:`build_forest` compute their split keys with sums split over four
-#: lanes (``build_tree(..., split_sums=True)``; their leaves are all that is used of them).
-FOREST_SPLIT_SUMS_MIN_DIM = 16
+#: lanes (``build_tree(..., split_sums=True)``), and the graph's entry tree too, which its searches descend with
+#: the same sums (``descend(..., split_sums=True)``): a level then costs eight short chains of additions
+#: instead of two long ones.
+SPLIT_SUMS_MIN_DIM = 16
 
 
 @nb.njit(cache=True, parallel=True)
 def _fill_forest(points, leaf_size, seeds, leaf_ranges, orders):
     """Build tree ``t`` from ``seeds[t]`` into ``orders[t]`` and ``leaf_ranges[t]`` (trees in parallel)."""
-    split_sums = points.shape[1] >= FOREST_SPLIT_SUMS_MIN_DIM
+    split_sums = points.shape[1] >= SPLIT_SUMS_MIN_DIM
     for t in nb.prange(seeds.shape[0]):
         _pivots, _thr, children, ranges, order = build_tree(points, leaf_size, seeds[t], split_sums)
         for s in range(order.shape[0]):
@@ -260,11 +268,12 @@ def _fill_forest(points, leaf_size, seeds, leaf_ranges, orders):
 
 
 @nb.njit(cache=True, inline="always")
-def descend(pivots, thresholds, children, points, q):
-    """Leaf node reached by ``q`` (the side test of the module docstring at every node)."""
+def descend(pivots, thresholds, children, points, q, split_sums=False):
+    """Leaf node reached by ``q`` (the side test of the module docstring at every node) in a tree built with
+    ``split_sums``."""
     node = 0
     while children[node, 0] >= 0:
-        da, db = sq_dist_pair(q, points[pivots[node, 0]], points[pivots[node, 1]])
+        da, db = pivot_sums(q, points[pivots[node, 0]], points[pivots[node, 1]], split_sums)
         node = children[node, 0] if split_key(da, db) <= thresholds[node] else children[node, 1]
     return node
 
@@ -274,7 +283,7 @@ def split_key(da, db):
     """``|x-a|^2 / |x-b|^2`` (``inf`` at ``x = b``): the key compared with a node's threshold.
 
     Build and descent use this one expression, of the two sums of
-    :func:`~hypann.geometry._kernels.sq_dist_pair`, so an indexed point
+    :func:`pivot_sums` (summed the same way in both), so an indexed point
     descends to its own leaf (up to ties of the key).
     """
     return da / db if db > 0.0 else np.inf
