@@ -362,6 +362,25 @@ def test_partition_tree_of_identical_points_is_one_leaf():
     assert children.shape[0] == 1 and tuple(ranges[0]) == (0, 100)
 
 
+def test_a_second_build_of_the_same_object_searches_its_own_arrays():
+    """The kernels' arguments are gathered once per build (``_structure``): building the object again on
+    other points (another dimension, count and layout) must search those, as a fresh object does."""
+    rng = np.random.default_rng(8)
+    first = rng.uniform(-0.5, 0.5, (700, 20)) / np.sqrt(20)
+    second = rng.uniform(-0.5, 0.5, (400, 6)) / np.sqrt(6)
+    index = HyperbolicGraphIndex(random_state=1).build(first, conformal_factor(first))
+    index.search(first[:3], conformal_factor(first[:3]), 5)
+    index.search_coordinates(first[:1], 1.0, 5)
+    index.build(second, conformal_factor(second), keep_order=True)
+    fresh = HyperbolicGraphIndex(random_state=1).build(second, conformal_factor(second), keep_order=True)
+    for q in (second[:40], second[:1]):
+        got, want = index.search(q, conformal_factor(q), 5), fresh.search(q, conformal_factor(q), 5)
+        np.testing.assert_array_equal(got.ids, want.ids)
+        np.testing.assert_array_equal(got.deltas, want.deltas)
+    got, want = index.search_coordinates(second[:1], 1.0, 5), fresh.search_coordinates(second[:1], 1.0, 5)
+    np.testing.assert_array_equal(got.ids, want.ids)
+
+
 def test_tiny_inputs():
     X = np.array([[0.1, 0.0], [0.0, 0.2], [-0.3, 0.1]])
     cx = conformal_factor(X)

@@ -120,6 +120,25 @@ def test_visited_marks_hand_out_fresh_tags():
         marks.take(-1)
 
 
+def test_visited_marks_take_one_shares_the_blocks_of_take_and_their_tags():
+    """The one-query path's take_one / give_one: the blocks of one row that take(count) hands out, the
+    tag after the last one used, and a cleared block when the tags run out, as take(1) does."""
+    marks = VisitedMarks(4)
+    seen, tag = marks.take_one()
+    assert seen.shape == (1, 4) and seen.dtype == np.int32 and tag == 1
+    seen[0, 1] = 1
+    marks.give_one(seen, tag)
+    again, tag = marks.take(3)  # a batch of three continues after the one query's tag
+    assert again is seen and tag == 2
+    marks.give(again, tag + 3)
+    assert marks.take_one() == (seen, 5)
+    marks.give_one(seen, VisitedMarks.TAG_MAX - 1)  # its next tag is TAG_MAX: used up, as for take(1)
+    cleared, tag = marks.take_one()
+    assert cleared is seen and tag == 1 and not cleared.any()
+    other, tag_other = marks.take_one()  # the only block is taken: a new one
+    assert other is not seen and tag_other == 1
+
+
 @pytest.mark.parametrize("batch_rows", [1, 40])
 def test_graph_search_restarts_the_tags_when_they_run_out(data, batch_rows):
     X, Q = data

@@ -178,7 +178,8 @@ class VisitedMarks:
 
     def __init__(self, n):
         self.n = int(n)
-        self._free = {}  # rows -> [(block, first unused tag), ...]
+        self._free = {1: []}  # rows -> [(block, first unused tag), ...]
+        self._one_row = self._free[1]  # the blocks of take_one, those of take(count) with one row
 
     def take(self, count, rows=1):
         """``(seen, first_tag)``: a ``(rows, n)`` block and ``count`` consecutive tags unused on every row."""
@@ -196,3 +197,19 @@ class VisitedMarks:
     def give(self, seen, next_tag):
         """Return ``seen``; ``next_tag``: the first tag its last search did not use."""
         self._free.setdefault(seen.shape[0], []).append((seen, int(next_tag)))
+
+    def take_one(self):
+        """``take(1)`` without its argument check: ``(seen, tag)``, a ``(1, n)`` block and a tag unused on it
+        (one query's search; give it back with :meth:`give_one`)."""
+        try:
+            seen, tag = self._one_row.pop()
+        except IndexError:
+            return np.zeros((1, self.n), dtype=np.int32), 1
+        if tag >= self.TAG_MAX:  # tags used up (as in take(1)): start over on a cleared block
+            seen[:] = 0
+            tag = 1
+        return seen, tag
+
+    def give_one(self, seen, tag):
+        """Return a block of :meth:`take_one` whose search used ``tag``."""
+        self._one_row.append((seen, tag + 1))

@@ -527,9 +527,10 @@ class HyperbolicIndex:
         search came back short of ``k`` points (it completes the row)."""
         try:
             params = self._one_query_params(query_params)
+            c = V.check_curvature(self.c)
         except (TypeError, ValueError):
             return None
-        found = self.algorithm_.search_coordinates(Q, self.c, k, model=self.model, **params)  # they check c
+        found = self.algorithm_.search_coordinates(Q, c, k, model=self.model, **params)
         if found is None or any_negative(found[0]):
             return None
         return self._result(*found, short=False)
@@ -542,7 +543,7 @@ class HyperbolicIndex:
             return {}
         memo = self.__dict__.setdefault("_checked_query_params", {})
         try:  # with the type: ef=True must not find the entry of ef=1
-            key = (type(self.algorithm_), tuple((name, type(value), value) for name, value in query_params.items()))
+            key = (type(self.algorithm_), *[(name, type(value), value) for name, value in query_params.items()])
             return memo[key]
         except KeyError:
             pass

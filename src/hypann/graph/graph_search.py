@@ -204,8 +204,8 @@ class GraphSearch(SearchAlgorithm):
     def search_coordinates(self, X, c, k, *, ef=None, model="poincare"):
         if self.exact:  # the kd-tree's re-check takes the checked path
             return None
-        found = self.graph_.search_coordinates(X, c, k, ef=ef, model=model)
-        return None if found is None else (found.ids, found.deltas, SearchStats.without_oracle(found.samples, 1))
+        found = self.graph_.search_checked_coordinates(X, c, model == "lorentz", k, ef)
+        return None if found is None else (found[0], found[1], SearchStats.without_oracle(found[2], 1))
 
     def get_state(self):
         # the points are saved once: by the graph (leaf order) or the kd-tree (exact=True)

@@ -1223,13 +1223,13 @@ def _search_coordinates(points, conf, nbrs, pivots, thresholds, children, ranges
     curvature ``-c``: its input check
     (:func:`~hypann.geometry._kernels.one_query_start`, which fills ``out_i``, ``out_d`` (1, k) and
     ``samples`` (1,) with the empty answer) and, when it is a valid point, its search into them as
-    :func:`_search_serial` does it, with tag ``tag`` (``budget``, ``exclude``: rows of one, read only).
-    Returns whether ``X`` is a valid point."""
+    :func:`_search_serial` does it, with tag ``tag`` on the one row of marks ``seen`` (1, n) (``budget``,
+    ``exclude``: rows of one, read only). Returns whether ``X`` is a valid point."""
     queries, q_conf, valid = one_query_start(X, c, lorentz, out_i, out_d, samples)
     if valid:
         _search_range(points, conf, nbrs, pivots, thresholds, children, ranges, order, leaf_order, split_keys,
-                      n_seeds, pivot_node_size, groups, queries, q_conf, ef, budget, exclude, 0, 1, seen, tag, out_i,
-                      out_d, samples)
+                      n_seeds, pivot_node_size, groups, queries, q_conf, ef, budget, exclude, 0, 1, seen[0], tag,
+                      out_i, out_d, samples)
     return valid
 
 
@@ -1509,6 +1509,7 @@ class HyperbolicGraphIndex:
 
     def _finish(self, points, conformal, tree, n_comp, K, D, ef, target, seed):
         """Keep the built arrays and calibrate ``ef_`` (the end of :meth:`build`)."""
+        self.__dict__.pop("_kernel_structure", None)  # of an earlier build
         self.n_components_ = n_comp
         self.tree_pivots_, self.tree_thresholds_, self.tree_children_, self.tree_ranges_, self.tree_order_ = tree
         self.split_keys_ = _entry_split_keys(points.shape[1])
@@ -1564,11 +1565,15 @@ class HyperbolicGraphIndex:
         return inverse_permutation(order)
 
     def _structure(self):
-        """The arrays and settings the search kernels take first, in their order."""
-        return (self.points_, self.conformal_, self.neighbors_, self.tree_pivots_, self.tree_thresholds_,
+        """The arrays and settings the search kernels take first, in their order (gathered on the first search
+        after a build or a load and kept: scratch, not part of the state)."""
+        kept = self.__dict__.get("_kernel_structure")
+        if kept is None:
+            kept = self.__dict__["_kernel_structure"] = (
+                self.points_, self.conformal_, self.neighbors_, self.tree_pivots_, self.tree_thresholds_,
                 self.tree_children_, self.tree_ranges_, self.tree_order_, self.in_leaf_order_, self.split_keys_,
-                self.leaf_size,
-                PIVOT_SEED_LEAVES * self.leaf_size, self.copy_groups_)
+                self.leaf_size, PIVOT_SEED_LEAVES * self.leaf_size, self.copy_groups_)
+        return kept
 
     def _visited_marks(self):
         """The searches' visited marks (made on the first search; scratch, not part of the state)."""
@@ -1653,21 +1658,30 @@ class HyperbolicGraphIndex:
         """
         self._check_fitted()
         k, c = check_query_coordinates(X, self.dim_, k, c, model)
-        ef = self.ef_ if ef is None else check_positive_int(ef, "ef")
+        ef = None if ef is None else check_positive_int(ef, "ef")
+        found = self.search_checked_coordinates(X, c, model == "lorentz", k, ef)
+        return None if found is None else GraphSearchResult(*found)
+
+    def search_checked_coordinates(self, X, c, lorentz, k, ef=None):
+        """:meth:`search_coordinates` of arguments its caller has checked, as ``(ids, deltas, samples)`` or
+        ``None``: ``X`` a float64 or float32 array of shape (1, d), or (1, d+1) on the hyperboloid when
+        ``lorentz``; ``c`` a finite float > 0; ``k`` and ``ef`` (default ``ef_``) positive ints; a fitted
+        index. The one-query path of :meth:`hypann.HyperbolicIndex.search`, which has checked them."""
         ids, deltas, samples = one_query_arrays(k)
         marks = self._visited_marks()
-        seen, tag = marks.take(1)
+        seen, tag = marks.take_one()
         try:
-            valid = _search_coordinates(*self._structure(), X, c, model == "lorentz", max(ef, k), _NO_BUDGETS,
-                                        _NO_EXCLUDES, seen[0], tag, ids, deltas, samples)
+            valid = _search_coordinates(*self._structure(), X, c, lorentz, max(self.ef_ if ef is None else ef, k),
+                                        _NO_BUDGETS, _NO_EXCLUDES, seen, tag, ids, deltas, samples)
         finally:
-            marks.give(seen, tag + 1)
-        return GraphSearchResult(ids, deltas, samples) if valid else None
+            marks.give_one(seen, tag)
+        return (ids, deltas, samples) if valid else None
 
     # -- state ------------------------------------------------------------
     def __getstate__(self):
         state = dict(self.__dict__)
         state.pop("_marks", None)  # scratch of small searches
+        state.pop("_kernel_structure", None)
         return state
 
     def to_arrays(self, *, include_points=True) -> dict:

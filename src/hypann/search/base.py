@@ -128,12 +128,11 @@ class SearchAlgorithm:
         compiled call: :meth:`search`'s answer for the checked query, or ``None``.
 
         The fast path of :meth:`hypann.HyperbolicIndex.search` for one query
-        (float64 or float32 ``X`` of the index's dimension, ``k`` and
-        ``params`` already checked, ``c`` as the index holds it, no budget, no
+        (float64 or float32 ``X`` of the index's dimension, ``k``, ``c`` (a
+        finite float > 0) and ``params`` already checked, no budget, no
         points added or removed). ``params`` always holds the index's
         ``model``: with ``"lorentz"``, ``X`` is a hyperboloid row of one more
-        coordinate. An implementation checks ``c`` as the input check does
-        (``check_curvature``, the same error).
+        coordinate.
         ``None``: this algorithm has no such path, or ``X`` is not a valid
         point; the index then takes the checked path (which reports what is
         wrong). An implementation must give :meth:`search`'s ids, deltas and
