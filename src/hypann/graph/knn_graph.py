@@ -95,9 +95,9 @@ The design here
 * **Entry points from a partition tree, not one medoid.** A query descends
   the tree (two Euclidean distances per level, no conformal factor; from
   16 dimensions on each sum split over four vector lanes, in the build's
-  keys and in the descent alike) to a leaf; the leaf's points (at most ``leaf_size``) and the pivots of the
-  last levels (nodes of at most ``8 leaf_size`` points) seed the search
-  list. The pivots matter on boundary-heavy data, where a tight cluster can
+  keys and in the descent alike) to a leaf; the leaf's points (at most
+  ``leaf_size``) and the pivots of the last levels (nodes of at most
+  ``8 leaf_size`` points) seed the search list. The pivots matter on boundary-heavy data, where a tight cluster can
   be cut by a split and the query's leaf holds no neighbour at all
   (boundary-heavy 10-D, 5,000 points: recall 0.9895 at any ``ef`` without
   them, 0.999 with them). Pivots of the upper levels are left out: they are
@@ -1133,8 +1133,8 @@ def _emit_row(u, d, n, row_i, row_d, out):
 
 @nb.njit(cache=True)
 def _search_range(points, conf, nbrs, pivots, thresholds, children, ranges, order, leaf_order, split_keys,
-                  n_seeds, pivot_node_size, groups, queries, q_conf, ef, budget, exclude, first, stop, seen, tag0, out_i, out_d,
-                  samples):
+                  n_seeds, pivot_node_size, groups, queries, q_conf, ef, budget, exclude, first, stop, seen, tag0,
+                  out_i, out_d, samples):
     """Search queries ``first <= i < stop`` (:func:`_search_one`) into rows ``i`` of the outputs.
 
     Query ``i`` marks what it visits in ``seen`` with tag ``tag0 + i``; the
@@ -1154,8 +1154,8 @@ def _search_range(points, conf, nbrs, pivots, thresholds, children, ranges, orde
     lst_e = np.empty(ef, dtype=np.bool_)
     for i in range(first, stop):
         samples[i] = _search_one(points, conf, nbrs, pivots, thresholds, children, ranges, order, leaf_order,
-                                 split_keys, n_seeds, pivot_node_size, queries[i], q_conf[i], ef, budget[i], exclude[i], seen, tag0 + i,
-                                 lst_d, lst_i, lst_e)
+                                 split_keys, n_seeds, pivot_node_size, queries[i], q_conf[i], ef, budget[i],
+                                 exclude[i], seen, tag0 + i, lst_d, lst_i, lst_e)
         out = 0
         for t in range(ef):
             if out == k:

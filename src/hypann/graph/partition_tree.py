@@ -94,7 +94,7 @@ def _split_keys(points, order, lo, hi, pa, pb, keys, split_sums):
     :func:`~hypann.geometry._vector_lanes.add_row_squares8`; ``(a_j - x_j)^2 = (x_j - a_j)^2``
     exactly), so the keys are the bits a descent computes. ``split_sums``: the sums split over four
     lanes instead (:func:`~hypann.geometry._kernels.sq_dist8_split`, one load per four
-    coordinates), the bits of a descent with ``split_sums`` (:func:`descend`)
+    coordinates), the bits of a descent with ``split_sums`` (:func:`descend`).
     """
     d = pa.shape[0]
     zero = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
