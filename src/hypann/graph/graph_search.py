@@ -204,7 +204,7 @@ class GraphSearch(SearchAlgorithm):
     def search_coordinates(self, X, c, k, *, ef=None, model="poincare"):
         if self.exact:  # the kd-tree's re-check takes the checked path
             return None
-        found = self.graph_.search_checked_coordinates(X, c, model == "lorentz", k, ef)
+        found = self.graph_._search_checked_coordinates(X, c, model == "lorentz", k, ef)
         return None if found is None else (found[0], found[1], SearchStats.without_oracle(found[2], 1))
 
     def get_state(self):

@@ -1659,14 +1659,15 @@ class HyperbolicGraphIndex:
         self._check_fitted()
         k, c = check_query_coordinates(X, self.dim_, k, c, model)
         ef = None if ef is None else check_positive_int(ef, "ef")
-        found = self.search_checked_coordinates(X, c, model == "lorentz", k, ef)
+        found = self._search_checked_coordinates(X, c, model == "lorentz", k, ef)
         return None if found is None else GraphSearchResult(*found)
 
-    def search_checked_coordinates(self, X, c, lorentz, k, ef=None):
+    def _search_checked_coordinates(self, X, c, lorentz, k, ef=None):
         """:meth:`search_coordinates` of arguments its caller has checked, as ``(ids, deltas, samples)`` or
         ``None``: ``X`` a float64 or float32 array of shape (1, d), or (1, d+1) on the hyperboloid when
         ``lorentz``; ``c`` a finite float > 0; ``k`` and ``ef`` (default ``ef_``) positive ints; a fitted
-        index. The one-query path of :meth:`hypann.HyperbolicIndex.search`, which has checked them."""
+        index. The one-query path of :meth:`hypann.HyperbolicIndex.search`, which has checked them. Private: with unchecked
+        arguments the kernel could read outside its arrays."""
         ids, deltas, samples = one_query_arrays(k)
         marks = self._visited_marks()
         seen, tag = marks.take_one()

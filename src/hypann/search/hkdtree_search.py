@@ -82,7 +82,7 @@ class HyperbolicKDTreeSearch(SearchAlgorithm):
         return ids, deltas, SearchStats.without_oracle(samples, 1)
 
     def search_coordinates(self, X, c, k, *, model="poincare"):
-        found = self.tree_.search_checked_coordinates(X, c, model == "lorentz", k)
+        found = self.tree_._search_checked_coordinates(X, c, model == "lorentz", k)
         return None if found is None else (found[0], found[1], SearchStats.without_oracle(found[2], 1))
 
     supports_radius = True

@@ -1359,14 +1359,15 @@ class HyperbolicKDTree:
         """
         self._check_fitted()
         k, c = check_query_coordinates(X, self.dim_, k, c, model)
-        found = self.search_checked_coordinates(X, c, model == "lorentz", k)
+        found = self._search_checked_coordinates(X, c, model == "lorentz", k)
         return None if found is None else KNNResult(*found)
 
-    def search_checked_coordinates(self, X, c, lorentz, k):
+    def _search_checked_coordinates(self, X, c, lorentz, k):
         """:meth:`search_coordinates` of arguments its caller has checked, as ``(ids, deltas, samples)`` or
         ``None``: ``X`` a float64 or float32 array of shape (1, d), or (1, d+1) on the hyperboloid when
         ``lorentz``; ``c`` a finite float > 0; ``k`` a positive int; a fitted tree. The one-query path
-        of :meth:`hypann.HyperbolicIndex.search`, which has checked them."""
+        of :meth:`hypann.HyperbolicIndex.search`, which has checked them. Private: with unchecked
+        arguments the kernel could read outside its arrays."""
         ids, deltas, samples = one_query_arrays(k)
         valid = _search_exact_coordinates(self.points_, self.conformal_, self.indices_, self.lo_, self.hi_,
                                           self.left_, self.right_, self.start_, self.end_, self.max_conformal_, X, c,
