@@ -11,8 +11,7 @@ from hypothesis import strategies as st
 
 from hypann.geometry import _kernels, models, poincare as P
 from hypann.geometry._vector_lanes import (BLOCK_SUM_DEPTH, LANE_BLOCK, ROW_LANES, add_row_squares4, add_row_squares8,
-                                          split_square_sums,
-                                          block_square_sum)
+                                          block_square_sum, split_square_sums)
 from tests.conftest import ball_points
 
 mpmath.mp.dps = 60
@@ -231,33 +230,32 @@ def test_delta_row_below_is_delta_row_or_proves_it_is_not_below(d, seed, dtype, 
     assert _kernels.delta_row_below(q, cq, x, cx, np.inf) == full
 
 
-def _rows_below(width, q, cq, X, cx, ids, worst):
-    """:func:`_kernels.delta4_below` of the rows ``ids`` (``width`` 4)."""
+def _rows_below(q, cq, X, cx, ids, worst):
+    """:func:`_kernels.delta4_below` of the four rows ``ids``."""
     rows = [a for u in ids for a in (X[u], cx[u])]
     return np.array(_kernels.delta4_below(q, cq, *rows, worst))
 
 
 @pytest.mark.kernels
-@pytest.mark.parametrize("width", [4])
 @given(st.integers(1, 70), st.integers(0, 2**32 - 1), st.sampled_from([np.float64, np.float32]),
        st.floats(0.0, 2.0))
-def test_rows_below_are_delta_row_or_prove_they_are_not_below_for_each_row(width, d, seed, dtype, where):
+def test_rows_below_are_delta_row_or_prove_they_are_not_below_for_each_row(d, seed, dtype, where):
     """delta4_below: each row's value is delta_row's bits, or inf only when it is >= worst."""
     rng = np.random.default_rng(seed)
     q = ball_points(rng, 1, d, min_conformal=1e-12)[0]
     X = ball_points(rng, 20, d, min_conformal=1e-12 if dtype == np.float64 else 1e-5).astype(dtype)
     cq = _kernels.conformal_factor(q[None, :])[0]
     cx = _kernels.conformal_factor(X.astype(np.float64))
-    ids = rng.choice(20, width, replace=False)
+    ids = rng.choice(20, 4, replace=False)
     full = np.array([_kernels.delta_row(q, cq, X[u], cx[u]) for u in ids])
     for worst in (np.median(full) * where, full.min(), full.max(), np.nextafter(full.max(), np.inf), np.inf, 0.0):
-        got = _rows_below(width, q, cq, X, cx, ids, worst)
-        for r in range(width):
+        got = _rows_below(q, cq, X, cx, ids, worst)
+        for r in range(4):
             if np.isinf(got[r]):
                 assert full[r] >= worst
             else:
                 assert got[r] == full[r]
-    np.testing.assert_array_equal(_rows_below(width, q, cq, X, cx, ids, np.inf), full)
+    np.testing.assert_array_equal(_rows_below(q, cq, X, cx, ids, np.inf), full)
 
 
 @pytest.mark.kernels
@@ -492,9 +490,10 @@ def _split_square_sums_checked(q, x, stop):
 @pytest.mark.kernels
 @given(st.integers(1, 110), st.integers(0, 2**32 - 1), st.sampled_from([np.float64, np.float32]), st.booleans())
 def test_split_sums_are_their_lanes_bit_for_bit(d, seed, dtype, strided):
-    """split_square_sums (eight rows), sq_dist8_split and sq_dist_split give the bits of the documented lanes, for
-    float32 or float64 rows, contiguous or strided (a column of a 2-D array), and are within a few units of
-    the last place of sq_dist_row."""
+    """split_square_sums (eight rows), sq_dist8_split, sq_dist_split, sq_dist_pair_split and sq_dist8 with split
+    give the bits of the documented lanes, for float32 or float64 rows, contiguous or strided (a column of a
+    2-D array), and are within a few units of the last place of sq_dist_row; sq_dist8 without split is
+    sq_dist_row's bits."""
     rng = np.random.default_rng(seed)
     q = ball_points(rng, 1, d, min_conformal=1e-3)[0] * 0.5
     rows = [_mixed_scale_row(rng, q, dtype) for _ in range(8)]
@@ -505,6 +504,9 @@ def test_split_sums_are_their_lanes_bit_for_bit(d, seed, dtype, strided):
     assert _split_square_sums8(q, tuple(rows), whole) == tuple(_split_sum_reference(q[:whole], x[:whole]) for x in rows)
     assert _kernels.sq_dist8_split(q, tuple(rows)) == tuple(want)
     assert [_kernels.sq_dist_split(q, x) for x in rows] == want
+    assert _kernels.sq_dist_pair_split(q, rows[0], rows[1]) == (want[0], want[1])
+    assert _kernels.sq_dist8(q, tuple(rows), True) == tuple(want)
+    assert _kernels.sq_dist8(q, tuple(rows), False) == tuple(_kernels.sq_dist_row(q, x) for x in rows)
     np.testing.assert_allclose(want, [_kernels.sq_dist_row(q, x) for x in rows], rtol=1e-13)
 
 

@@ -178,8 +178,7 @@ class VisitedMarks:
 
     def __init__(self, n):
         self.n = int(n)
-        self._free = {1: []}  # rows -> [(block, first unused tag), ...]
-        self._one_row = self._free[1]  # the blocks of take_one, those of take(count) with one row
+        self._free = {1: []}  # rows -> [(block, first unused tag), ...]; one row: take_one's too
 
     def take(self, count, rows=1):
         """``(seen, first_tag)``: a ``(rows, n)`` block and ``count`` consecutive tags unused on every row."""
@@ -202,7 +201,7 @@ class VisitedMarks:
         """``take(1)`` without its argument check: ``(seen, tag)``, a ``(1, n)`` block and a tag unused on it
         (one query's search; give it back with :meth:`give_one`)."""
         try:
-            seen, tag = self._one_row.pop()
+            seen, tag = self._free[1].pop()
         except IndexError:
             return np.zeros((1, self.n), dtype=np.int32), 1
         if tag >= self.TAG_MAX:  # tags used up (as in take(1)): start over on a cleared block
@@ -212,4 +211,4 @@ class VisitedMarks:
 
     def give_one(self, seen, tag):
         """Return a block of :meth:`take_one` whose search used ``tag``."""
-        self._one_row.append((seen, tag + 1))
+        self._free[1].append((seen, tag + 1))

@@ -38,7 +38,8 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from hypann.geometry._vector_lanes import LANE_BLOCK, ROW_LANES, add_row_squares4, block_square_sum, split_square_sums
+from hypann.geometry._vector_lanes import (LANE_BLOCK, ROW_LANES, add_row_squares4, add_row_squares8, block_square_sum,
+                                          split_square_sums)
 
 _SPLITTER = 134217729.0  # 2**27 + 1, Veltkamp split for Dekker's exact product
 
@@ -397,6 +398,19 @@ def sq_dist8_split(q, rows):
             _sq_dist_rest(q, rows[2], sums[2], whole), _sq_dist_rest(q, rows[3], sums[3], whole),
             _sq_dist_rest(q, rows[4], sums[4], whole), _sq_dist_rest(q, rows[5], sums[5], whole),
             _sq_dist_rest(q, rows[6], sums[6], whole), _sq_dist_rest(q, rows[7], sums[7], whole))
+
+
+_ZERO8 = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+
+
+@nb.njit(cache=True, inline="always")
+def sq_dist8(q, rows, split):
+    """``|q - x_r|^2`` of the eight rows of the tuple ``rows``, side by side: split over four lanes
+    (:func:`sq_dist8_split`) with ``split``, else each in coordinate order
+    (:func:`~hypann.geometry._vector_lanes.add_row_squares8`, :func:`sq_dist_row`'s bits)."""
+    if split:
+        return sq_dist8_split(q, rows)
+    return add_row_squares8(q, rows, 0, q.shape[0], _ZERO8)
 
 
 @nb.njit(cache=True, inline="always")

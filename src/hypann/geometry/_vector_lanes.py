@@ -202,8 +202,8 @@ def split_square_sums(typingctx, q, rows, stop):
     is not one chain of additions in coordinate order (as in :func:`add_row_squares8`), so it differs
     from :func:`~hypann.geometry._kernels.sq_dist_row`'s in the last bits, but it is fixed by the
     inputs (the same operations per lane on any CPU; without 4-wide vectors LLVM splits them in two).
-    For NN-descent's rounds, whose keys are float32 anyway, and its seeding trees, which are never
-    descended.
+    For NN-descent's rounds, whose keys are float32 anyway, and the partition trees from 16-D on,
+    whose descents sum the same way.
     """
     if not (_is_float_vector(q) and isinstance(rows, types.UniTuple) and _is_float_vector(rows.dtype)
             and isinstance(stop, types.Integer)):
@@ -278,8 +278,9 @@ def add_row_squares8(typingctx, q, rows, start, stop, sums):
     does (the same bits); the eight sums run as two 4-wide vectors. With eight
     rows twice as many sums share each wait on a chain of additions as in
     :func:`add_row_squares4`. For the exact deltas of the graph build (its
-    search rows, the initial rows below 16-D) and the entry tree's keys;
-    NN-descent's candidates from 16-D on use :func:`split_square_sums`
+    search rows, the initial rows below 16-D) and the partition trees' keys
+    below 16-D; NN-descent's candidates and the trees from 16-D on use
+    :func:`split_square_sums`
     (docs/benchmarks.md).
     On a CPU without 4-wide vectors LLVM splits each into two 2-wide ones (the
     same operations per lane, so the same bits).

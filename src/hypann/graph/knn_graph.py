@@ -61,9 +61,10 @@ The design here
   reachable from its own neighbours whatever lies between them and the
   origin. The reverse edges matter at 100-D, where some points are in many
   k-NN lists (Gaussian mixture 100-D, 50,000 points: recall@10 0.978 at
-  ``ef=32`` with ``max_degree=32``, 0.989 with 40). (Relative-neighbourhood pruning of this graph, keeping the 4 nearest,
-  brings the WordNet out-degree to 4.4, leaves 64% of the points without an
-  in-edge and caps recall at 0.976; without it 0.996.)
+  ``ef=32`` with ``max_degree=32``, 0.989 with 40). (Relative-neighbourhood
+  pruning of this graph, keeping the 4 nearest, brings the WordNet
+  out-degree to 4.4, leaves 64% of the points without an in-edge and caps
+  recall at 0.976; without it 0.996.)
 * **k-NN by NN-descent** (Dong et al. 2011) in *pull* form: in a round every
   point compares itself with the candidates of its candidates (new/old
   flags, ``min(K, 16)`` candidates sampled by a hash) and writes only its own
@@ -97,8 +98,8 @@ The design here
   16 dimensions on each sum split over four vector lanes, in the build's
   keys and in the descent alike) to a leaf; the leaf's points (at most
   ``leaf_size``) and the pivots of the last levels (nodes of at most
-  ``8 leaf_size`` points) seed the search list. The pivots matter on boundary-heavy data, where a tight cluster can
-  be cut by a split and the query's leaf holds no neighbour at all
+  ``8 leaf_size`` points) seed the search list. The pivots matter on
+  boundary-heavy data, where a tight cluster can be cut by a split and the query's leaf holds no neighbour at all
   (boundary-heavy 10-D, 5,000 points: recall 0.9895 at any ``ef`` without
   them, 0.999 with them). Pivots of the upper levels are left out: they are
   random, often central points, which on WordNet fill the list with hubs
@@ -162,8 +163,7 @@ from hypann._validation import (check_positive_int, check_query_coordinates, che
                                 check_stored_queries, state_flag)
 from hypann.geometry._kernels import (delta4_below, delta_row, delta_row_below, gather_points_in_place,
                                       gather_rows_in_place, insert_sorted, inverse_permutation, one_query_start,
-                                      sq_dist8_split, sq_dist_row, sq_dist_split)
-from hypann.geometry._vector_lanes import add_row_squares8
+                                      sq_dist8, sq_dist_row, sq_dist_split)
 from hypann.geometry.gram_scan import knn_delta_scan
 from hypann.graph.copies import copy_leaders
 from hypann.graph.partition_tree import (SPLIT_SUMS_MIN_DIM, build_forest, build_tree, forest_index_dtype, mix_seed,
@@ -306,27 +306,23 @@ def _leaf_mates(p, leaf_ranges, orders, max_members, seed, seen, tag, cand):
     return m
 
 
-_ZERO8 = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
-
-
 @nb.njit(cache=True, inline="always")
 def _deltas(q, cq, points, conf, ids, split, out):
     """``out[t] = |q - x|^2 / (c_q c_x)`` of ``x = points[ids[t]]`` for every ``t < len(ids)``, eight rows
     side by side, then one by one (the same bits either way).
 
-    ``split``: each sum split over four lanes (:func:`~hypann.geometry._kernels.sq_dist8_split`,
+    ``split``: each sum split over four lanes (:func:`~hypann.geometry._kernels.sq_dist8`,
     :func:`~hypann.geometry._kernels.sq_dist_split`; NN-descent's keys). Otherwise in coordinate order
-    (:func:`~hypann.geometry._vector_lanes.add_row_squares8`, :func:`sq_dist_row`): :func:`delta_row`'s
+    (:func:`~hypann.geometry._kernels.sq_dist8`, :func:`sq_dist_row`): :func:`delta_row`'s
     bits (``(q_j - x_j)^2 = (x_j - q_j)^2`` exactly, and ``c_q c_x = c_x c_q``), without waiting on one
     chain of additions at a time.
     """
-    d = q.shape[0]
     m = ids.shape[0]
     t = 0
     while t + 8 <= m:
         rows = (points[ids[t]], points[ids[t + 1]], points[ids[t + 2]], points[ids[t + 3]], points[ids[t + 4]],
                 points[ids[t + 5]], points[ids[t + 6]], points[ids[t + 7]])
-        sums = sq_dist8_split(q, rows) if split else add_row_squares8(q, rows, 0, d, _ZERO8)
+        sums = sq_dist8(q, rows, split)
         for r in range(8):
             out[t + r] = sums[r] / (cq * conf[ids[t + r]])
         t += 8
@@ -1666,8 +1662,8 @@ class HyperbolicGraphIndex:
         """:meth:`search_coordinates` of arguments its caller has checked, as ``(ids, deltas, samples)`` or
         ``None``: ``X`` a float64 or float32 array of shape (1, d), or (1, d+1) on the hyperboloid when
         ``lorentz``; ``c`` a finite float > 0; ``k`` and ``ef`` (default ``ef_``) positive ints; a fitted
-        index. The one-query path of :meth:`hypann.HyperbolicIndex.search`, which has checked them. Private: with unchecked
-        arguments the kernel could read outside its arrays."""
+        index. The one-query path of :meth:`hypann.HyperbolicIndex.search`, which has checked them.
+        Private: with unchecked arguments the kernel could read outside its arrays."""
         ids, deltas, samples = one_query_arrays(k)
         marks = self._visited_marks()
         seen, tag = marks.take_one()

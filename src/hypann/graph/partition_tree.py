@@ -41,8 +41,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from hypann.geometry._kernels import sq_dist8_split, sq_dist_pair, sq_dist_pair_split, sq_dist_row
-from hypann.geometry._vector_lanes import add_row_squares8
+from hypann.geometry._kernels import sq_dist8, sq_dist_pair, sq_dist_pair_split, sq_dist_row
 
 # Random pivot pairs tried before scanning the node for a point distinct from ``a``.
 _PIVOT_DRAWS = 8
@@ -89,25 +88,19 @@ def pivot_sums(q, a, b, split_sums):
 def _split_keys(points, order, lo, hi, pa, pb, keys, split_sums):
     """``keys[t] = split_key(|x - a|^2, |x - b|^2)`` of the points ``x = points[order[t]]``, ``lo <= t < hi``.
 
-    Eight points at a time, then one by one. By default every sum adds the same terms in the same
-    order as :func:`sq_dist_pair` (each pivot's eight sums side by side in
-    :func:`~hypann.geometry._vector_lanes.add_row_squares8`; ``(a_j - x_j)^2 = (x_j - a_j)^2``
-    exactly), so the keys are the bits a descent computes. ``split_sums``: the sums split over four
-    lanes instead (:func:`~hypann.geometry._kernels.sq_dist8_split`, one load per four
-    coordinates), the bits of a descent with ``split_sums`` (:func:`descend`).
+    Eight points at a time (each pivot's eight sums side by side,
+    :func:`~hypann.geometry._kernels.sq_dist8`), then one by one (:func:`pivot_sums`). By default
+    every sum adds the same terms in the same order as :func:`sq_dist_pair`
+    (``(a_j - x_j)^2 = (x_j - a_j)^2`` exactly), so the keys are the bits a descent computes.
+    ``split_sums``: the sums split over four lanes instead (one load per four coordinates), the bits
+    of a descent with ``split_sums`` (:func:`descend`).
     """
-    d = pa.shape[0]
-    zero = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
     t = lo
     while t + 8 <= hi:
         rows = (points[order[t]], points[order[t + 1]], points[order[t + 2]], points[order[t + 3]],
                 points[order[t + 4]], points[order[t + 5]], points[order[t + 6]], points[order[t + 7]])
-        if split_sums:
-            da = sq_dist8_split(pa, rows)
-            db = sq_dist8_split(pb, rows)
-        else:
-            da = add_row_squares8(pa, rows, 0, d, zero)
-            db = add_row_squares8(pb, rows, 0, d, zero)
+        da = sq_dist8(pa, rows, split_sums)
+        db = sq_dist8(pb, rows, split_sums)
         for r in range(8):
             keys[t + r] = split_key(da[r], db[r])
         t += 8
