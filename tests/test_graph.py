@@ -302,6 +302,57 @@ def test_fixed_ef_skips_calibration(mixture):
     assert index.ef_ == 17 and np.isnan(index.calibration_recall_)
 
 
+class _LadderStub:
+    """Stands in for an index in ``_calibrate_ef``: every search at list size ``ef`` finds the true ``k``
+    nearest of the first ``found(ef)`` sample points and nothing of the others."""
+
+    def __init__(self, n_nodes, found):
+        self.n_nodes_, self.found, self.calls = n_nodes, found, []
+        self.points_ = self.conformal_ = np.arange(n_nodes)
+
+    def _run(self, points, conformal, k, ef, budget, exclude, *, copies):
+        self.calls.append(ef)
+        hit = np.asarray(exclude) < self.found(ef)
+        return None, np.where(hit[:, None], 1.0, np.inf) * np.ones((len(exclude), k)), None
+
+
+@pytest.mark.parametrize("n_nodes", [300, 5000])
+def test_calibration_short_of_its_target_keeps_the_smallest_ef_near_the_best(n_nodes):
+    """No ``ef`` reaches the target: not the longest list, but the smallest within CALIBRATION_PLATEAU of
+    the best recall, and the ladder ends at a list of every node."""
+    sample, truth = np.arange(300), np.ones((300, K))
+    # recall 0.5 at ef 10, 0.96 at 12-48, 0.9667 at 64-96, 0.97 from 128: the target 0.98 is never reached,
+    # and 0.9667 is the first within 0.005 of the best, 0.97
+    stub = _LadderStub(n_nodes, lambda ef: 150 if ef < 12 else 288 if ef < 64 else 290 if ef < 128 else 291)
+    ef, rec, best = knn_graph._calibrate_ef(stub, sample, truth, 0.98)
+    assert (best, ef, rec) == (0.97, 64, 290 / 300)
+    assert stub.calls[-1] == n_nodes  # tried up to a list of every node
+    # reached: the first ef that does, its recall twice
+    stub = _LadderStub(n_nodes, lambda ef: 150 if ef < 16 else 297)
+    assert knn_graph._calibrate_ef(stub, sample, truth, 0.98) == (16, 0.99, 0.99)
+    assert stub.calls == [10, 12, 16]
+
+
+def test_near_duplicates_do_not_make_the_default_list_as_long_as_the_data(caplog):
+    """Groups of ten points 1e-9 apart (tangent space), 10-D: some groups have no edge in from the rest of the
+    graph, and a target of 1.0 is out of reach at every ``ef``. The calibration keeps a short list and warns,
+    instead of a list of every node (a scan of the whole graph on every default search)."""
+    rng = np.random.default_rng(1)
+    v = np.repeat(rng.standard_normal((500, 10)) * 2, 10, axis=0)
+    v = v + 1e-9 * rng.standard_normal(v.shape)
+    r = np.linalg.norm(v, axis=1, keepdims=True)
+    X = np.tanh(r / 2) * v / r
+    cx = conformal_factor(X)
+    with caplog.at_level("WARNING", logger="hypann.graph.knn_graph"):
+        index = HyperbolicGraphIndex(random_state=0, target_recall=1.0).build(X, cx, keep_order=True)
+    assert index.calibration_recall_ < 1.0  # the fallback ran
+    assert index.ef_ < 100 and index.calibration_recall_ >= 0.95
+    assert "at every ef up to 5000" in caplog.text
+    Q = X[::50] + 0.0
+    _, true_d = brute_knn_delta(Q, cx[::50], X, cx, K)
+    assert _recall(index.search(Q, cx[::50], K).deltas, true_d) >= 0.95
+
+
 def test_nn_descent_finds_most_true_neighbours(mixture):
     X, cx, _, _ = mixture
     ids, deltas = nn_descent(X, cx, 16, n_trees=4, leaf_size=32, max_candidates=16, max_rounds=16, tol=1e-3, seed=0)

@@ -132,7 +132,17 @@ The design here
   within ~0.01 of that. Picks 10 on trees and WordNet, 20 on the 100-D
   mixture, and 512 on uniform 100-D data (20,000 points), where nearest
   neighbours are only 2-3% nearer than a typical point and every method
-  needs to look at a large part of the data.
+  needs to look at a large part of the data. When no ``ef`` up to ``n``
+  reaches the target, ``ef_`` is the smallest whose recall is within
+  ``CALIBRATION_PLATEAU = 0.005`` of the best any reached, with a warning.
+  That happens where some points are found only from their own leaf: on
+  20,000 points in groups of ten 1e-9 apart (10-D), the search graph has
+  1,681 strongly connected components, some groups have no edge in from
+  the rest, and the leave-one-out recall is 0.979 even with a list of every
+  node. ``ef_`` is then 10 (held-out recall 0.998, 71 evaluations per
+  query), where it used to be ``n`` (recall 1.000, 2,419 evaluations: the
+  whole part of the graph a search reaches); ``docs/benchmarks.md``,
+  "A calibration short of its target".
 
 Kernels: every parallel loop is a ``prange`` over fixed blocks whose body
 calls a serial function that writes only its own rows; buffers are
@@ -204,6 +214,11 @@ CALIBRATION_K = 10
 EF_LADDER = (10, 12, 16, 20, 24, 32, 40, 48, 64, 80, 96, 128, 160, 192, 256, 384, 512)
 # Relative slack of the distance threshold in recall (ties near the boundary).
 RECALL_RTOL = 1e-12
+#: When no ``ef`` up to ``n`` reaches the target recall, the calibration keeps the smallest ``ef`` whose
+#: leave-one-out recall is within this of the best any ``ef`` reached: past it a longer list buys almost
+#: nothing (the graph does not reach some neighbours from their queries' entry points), and a list as long
+#: as the data would make every default search a scan of the whole graph.
+CALIBRATION_PLATEAU = 0.005
 # Arrays that make up a fitted index (see ``to_arrays``).
 _STATE = ("points", "conformal", "neighbors", "tree_pivots", "tree_thresholds", "tree_children", "tree_ranges",
           "tree_order", "settings", "recalls")
@@ -1244,10 +1259,13 @@ def _leave_one_out_truth(points, conf, sample, k):
 def _calibrate_ef(index, sample, truth, target):
     """Smallest ``ef`` of :data:`EF_LADDER` (then doubling up to ``n``) whose leave-one-out recall reaches ``target``.
 
-    Returns ``(ef, recall)``; the largest ``ef`` tried when none reaches it.
-    A sample point whose ``k`` neighbours were all found at a smaller ``ef``
-    is not searched again (counted as found: a longer list starts from the
-    same entry points and only explores more), so each step searches only
+    Returns ``(ef, recall, best)``: ``best`` is the highest recall tried
+    (``recall`` when the target is reached). When no ``ef`` reaches it, ``ef``
+    is the smallest whose recall is within :data:`CALIBRATION_PLATEAU` of
+    ``best``. The ladder always ends at ``n``, a list that can hold every
+    node. A sample point whose ``k`` neighbours were all found at a smaller
+    ``ef`` is not searched again (counted as found: a longer list starts from
+    the same entry points and only explores more), so each step searches only
     the points still missing a neighbour.
     """
     n = index.n_nodes_
@@ -1257,9 +1275,11 @@ def _calibrate_ef(index, sample, truth, target):
     while e < n:
         e *= 2
         ladder.append(min(e, n))
-    ladder = [max(e, k) for e in ladder] or [max(n, k)]
+    if not ladder or ladder[-1] < n:
+        ladder.append(n)
+    ladder = [max(e, k) for e in ladder]
     per_point = np.zeros(len(sample))
-    rec = 0.0
+    tried = []
     for ef in ladder:
         todo = np.flatnonzero(per_point < 1.0)
         rows = sample[todo]
@@ -1268,8 +1288,11 @@ def _calibrate_ef(index, sample, truth, target):
         per_point[todo] = recall_per_query(deltas, truth[todo], k, epsilon=RECALL_RTOL)
         rec = float(np.mean(per_point))
         if rec >= target:
-            return ef, rec
-    return ladder[-1], rec
+            return ef, rec, rec
+        tried.append((ef, rec))
+    best = max(rec for _, rec in tried)
+    ef, rec = next((ef, rec) for ef, rec in tried if rec >= best - CALIBRATION_PLATEAU)
+    return ef, rec, best
 
 
 # --------------------------------------------------------------------------- index
@@ -1287,8 +1310,9 @@ class HyperbolicGraphIndex:
     ef : int, optional
         Default search list size. ``None`` (default): calibrated at build
         time, the smallest ``ef`` whose leave-one-out recall@10 on
-        ``calibration_size`` indexed points reaches ``target_recall``
-        (stored as ``ef_``).
+        :data:`CALIBRATION_SIZE` indexed points reaches ``target_recall``
+        (stored as ``ef_``); when none does, the smallest within
+        :data:`CALIBRATION_PLATEAU` of the best recall, with a warning.
     target_recall : float, default 0.98
         Recall@10 the calibrated ``ef`` reaches on the leave-one-out sample.
     leaf_size : int, default 32
@@ -1525,10 +1549,12 @@ class HyperbolicGraphIndex:
             rng = np.random.default_rng(seed)
             sample = np.sort(rng.choice(m, size=min(m, CALIBRATION_SIZE), replace=False)).astype(np.int64)
             truth = _leave_one_out_truth(points[:m], conformal[:m], sample, min(CALIBRATION_K, m - 1))
-            self.ef_, self.calibration_recall_ = _calibrate_ef(self, sample, truth, target)
+            self.ef_, self.calibration_recall_, best = _calibrate_ef(self, sample, truth, target)
             if self.calibration_recall_ < target:
-                logger.warning("graph ef calibration: recall %.3f < target %.3f even at ef=%d",
-                               self.calibration_recall_, target, self.ef_)
+                logger.warning("graph ef calibration: recall %.3f < target %.3f at every ef up to %d (the graph does "
+                               "not reach some neighbours from their entry points); ef_=%d, recall %.3f, the smallest "
+                               "ef within %.3f of the best; exact=True or algorithm='auto' give exact answers",
+                               best, target, m, self.ef_, self.calibration_recall_, CALIBRATION_PLATEAU)
         logger.debug("graph built: n=%d nodes=%d K=%d max_degree=%d ef_=%d (calibration recall %.3f)",
                      self.n_points_, m, K, D, self.ef_, self.calibration_recall_)
         return self
