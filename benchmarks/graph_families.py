@@ -7,7 +7,12 @@ points and ``queries`` held-out queries (same generator), k = 10:
   one thread) on ``--brute-queries`` queries: the speed baseline;
 * ``HyperbolicGraphIndex`` (``algorithm="graph"``) with default settings: build
   time, the calibrated ``ef_``, then a sweep of ``ef``; queries timed on one
-  numba thread (median of ``--repeats``);
+  numba thread (median of ``--repeats``); the default search (the walk at
+  ``ef_``, or the exact scan where the index ``scans_``, and then also the walk
+  at ``ef_``) also one query per call;
+* the exact scan (:func:`~hypann.geometry.gram_scan.knn_delta_scan`) of the
+  same points, timed the same way: what the default search costs where the
+  index scans;
 * with ``--pynndescent``: pynndescent with the numba Poincare metric
   (:func:`peers.run_pynndescent`, one thread), sweeping ``epsilon``;
 * with ``--build-threads``: build times of both on 1 and 2 threads.
@@ -34,28 +39,66 @@ from _common import WORDNET_POINTS, family_arguments, markdown_table, median_tim
 from hypann.datasets.base import holdout_split
 from hypann.datasets.families import FAMILIES, make_family
 from hypann.eval.numpy_brute import numpy_brute_knn
+from hypann.geometry.gram_scan import knn_delta_scan
 from hypann.graph import HyperbolicGraphIndex
 
 K = 10
 EF_SWEEP = (10, 16, 32, 64, 128, 256, 1024)
+# One-query calls timed for the default search and for the scan (median).
+ONE_QUERY_CALLS = 100
 PYNND_EPSILONS = (0.0, 0.1, 0.2, 0.4)
 
 
+def one_query_ms(search, queries, q_conformal, count=ONE_QUERY_CALLS):
+    """Median milliseconds of ``search(q, cq)`` on one query at a time (the first ``count`` queries)."""
+    times = []
+    for i in range(min(count, len(queries))):
+        t0 = time.perf_counter()
+        search(queries[i:i + 1], q_conformal[i:i + 1])
+        times.append(time.perf_counter() - t0)
+    return 1e3 * float(np.median(times))
+
+
 def graph_rows(problem, efs, repeats, seed=0):
-    """Build with defaults (threads as set by the caller), then time queries on one thread."""
+    """Build with defaults (threads as set by the caller), then time queries on one thread.
+
+    The default row is the graph walk at ``ef_``, or the exact scan when the index ``scans_``; the walk at
+    ``ef_`` then gets its own row. The default (and that walk) also time one query per call.
+    """
     t0 = time.perf_counter()
     index = HyperbolicGraphIndex(random_state=seed).build(problem.base, problem.base_conformal, in_place=True)
     build_s = time.perf_counter() - t0
     numba.set_num_threads(1)
     rows = []
-    for ef in [None, *[e for e in efs if e != index.ef_]]:
+    walk_at_default = [index.ef_] if index.scans_ else []
+    for ef in [None, *walk_at_default, *[e for e in efs if e != index.ef_]]:
         index.search(problem.queries[:8], problem.query_conformal[:8], K, ef=ef)  # compile / warm
         query_s, res = median_time(lambda ef=ef: index.search(problem.queries, problem.query_conformal, K, ef=ef),
                                    repeats=repeats)
-        label = f"default (ef_={index.ef_})" if ef is None else f"ef={ef}"
+        if ef is None:
+            label = "default (exact scan)" if index.scans_ else f"default (ef_={index.ef_})"
+        else:
+            label = f"ef={ef}" + (" (ef_, walk)" if ef == index.ef_ else "")
+        extra = {}
+        if ef is None or ef == index.ef_:
+            extra["single_ms"] = one_query_ms(lambda q, cq, ef=ef: index.search(q, cq, K, ef=ef), problem.queries,
+                                              problem.query_conformal)
         rows.append(peers._row(problem, "hypann graph", {"ef": label}, res.ids, query_s, build_s, index.nbytes,
-                               mean_samples=float(res.samples.mean())))
+                               mean_samples=float(res.samples.mean()),
+                               evaluations_per_point=float(res.samples.mean()) / len(problem.base), **extra))
     return rows, index
+
+
+def scan_row(problem, index, repeats):
+    """The exact scan (:func:`knn_delta_scan`) of the graph's points, timed as the graph (one thread)."""
+    points, conformal = index.points_, index.conformal_  # input order: this script builds without keep_order
+    queries, q_conformal = problem.queries, problem.query_conformal
+    knn_delta_scan(queries[:8], q_conformal[:8], points, conformal, K)  # compile / warm
+    query_s, (ids, _) = median_time(lambda: knn_delta_scan(queries, q_conformal, points, conformal, K),
+                                    repeats=repeats)
+    single = one_query_ms(lambda q, cq: knn_delta_scan(q, cq, points, conformal, K), queries, q_conformal)
+    return peers._row(problem, "exact scan (knn_delta_scan)", {"ef": "-"}, ids, query_s, 0.0, 0,
+                      mean_samples=float(len(points)), evaluations_per_point=1.0, single_ms=single)
 
 
 def build_times(problem, threads=(1, 2), seed=0):
@@ -93,6 +136,8 @@ def run_case(name, dim, args, progress):
     numba.set_num_threads(args.threads)
     got, index = graph_rows(problem, EF_SWEEP, args.repeats, seed=args.seed)
     rows += got
+    rows.append(scan_row(problem, index, args.repeats))
+    case["scans_"] = bool(index.scans_)
     case["ef_"] = int(index.ef_)
     case["calibration_recall"] = float(index.calibration_recall_)
     if args.pynndescent:
@@ -137,7 +182,7 @@ def main(argv=None):
                 continue
             rows += run_case(name, dim, args, progress)
     columns = ["family", "dim", "n", "method", "params", "recall_at_k", "speedup", "queries_per_s", "build_s",
-               "mean_samples"]
+               "mean_samples", "evaluations_per_point", "single_ms"]
     table = markdown_table([{**r, "params": r["params"].get("ef", r["params"].get("epsilon"))} for r in rows], columns)
     print(table)
     path = write_json("graph_families", {"args": vars(args), "rows": rows, "seconds": time.perf_counter() - t_start})

@@ -38,7 +38,7 @@ import numpy as np
 
 from hypann._params import Param
 from hypann._validation import state_flag
-from hypann.graph.knn_graph import HyperbolicGraphIndex
+from hypann.graph.knn_graph import SCAN_FRACTION, HyperbolicGraphIndex
 from hypann.result import SearchStats
 from hypann.search.base import SearchAlgorithm
 from hypann.search.hyperbolic_kdtree import LEAF_SIZE_RULE, HyperbolicKDTree, leaf_size_for
@@ -173,9 +173,13 @@ class GraphSearch(SearchAlgorithm):
         self.points_ = self.conformal_ = None
 
     def describe(self) -> str:
-        """The default search list size and, when there are exact copies, the graph's nodes."""
+        """The default search list size (or the scan that replaces it) and, when there are exact copies, the
+        graph's nodes."""
         graph = self.graph_
         text = f"default ef {graph.ef_}"
+        if graph.scans_:
+            text += (f"; the default search scans every point exactly: at that ef the graph evaluated "
+                     f"{graph.default_evaluations_ / graph.n_points_:.1%} of them per query (> {SCAN_FRACTION:.1%})")
         copies = graph.n_points_ - graph.n_nodes_
         if copies:
             text += f"; {copies} exact copies searched as {graph.n_nodes_} graph nodes"
@@ -193,6 +197,11 @@ class GraphSearch(SearchAlgorithm):
 
     def search(self, queries, q_conformal, k, *, budget=None, ef=None):
         ids, deltas, samples = self.graph_.search(queries, q_conformal, k, ef=ef, budget=budget)
+        if self.exact and ef is None and budget is None and self.graph_.scans_:
+            # the graph's default search was an exact scan: no re-check, only its ids made input rows
+            if self.owns_points:  # graph ids are positions in the kd-tree's copy
+                ids = np.where(ids >= 0, self.tree_.indices_[np.maximum(ids, 0)], -1)
+            return ids, deltas, SearchStats.without_oracle(samples, 1)
         if self.exact:
             # the tree gets what the graph left of the budget (a hard limit overall)
             left = None if budget is None else np.maximum(budget - samples, 0)
@@ -202,7 +211,7 @@ class GraphSearch(SearchAlgorithm):
         return ids, deltas, SearchStats.without_oracle(samples, 2 if self.exact else 1)
 
     def search_coordinates(self, X, c, k, *, ef=None, model="poincare"):
-        if self.exact:  # the kd-tree's re-check takes the checked path
+        if self.exact:  # the kd-tree's re-check (or the mapping of a scan's ids) takes the checked path
             return None
         found = self.graph_._search_checked_coordinates(X, c, model == "lorentz", k, ef)
         return None if found is None else (found[0], found[1], SearchStats.without_oracle(found[2], 1))

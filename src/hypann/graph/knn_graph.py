@@ -143,6 +143,17 @@ The design here
   query), where it used to be ``n`` (recall 1.000, 2,419 evaluations: the
   whole part of the graph a search reaches); ``docs/benchmarks.md``,
   "A calibration short of its target".
+* **A scan where the walk does not pay.** The calibration also measures the
+  mean evaluations per query at ``ef_`` (``default_evaluations_``). Above
+  ``SCAN_FRACTION = 1/11`` of the points (``scans_``) the default search is
+  the exact scan of every point (:func:`~hypann.geometry.gram_scan.knn_delta_scan`):
+  a walk reads scattered rows and costs 13-48x the scan per point in a
+  batch, 9-33x one query per call (12 family cases, 100,000 points), so
+  there the scan is faster and exact. Only uniform 100-D data get there
+  (38 % of the points at ``ef_ = 2048``; the default goes from 2.3x to 42.6x
+  numpy brute force); every other family walks 0.07-0.58 %. An explicit
+  ``ef`` or a ``budget`` walks the graph (``docs/benchmarks.md``, "The default
+  search as an exact scan where the walk does not pay").
 
 Kernels: every parallel loop is a ``prange`` over fixed blocks whose body
 calls a serial function that writes only its own rows; buffers are
@@ -171,9 +182,10 @@ from hypann import _progress as progress
 from hypann._runtime import SERIAL_MAX_QUERIES, VisitedMarks, one_query_arrays, release_freed_heap
 from hypann._validation import (check_positive_int, check_query_coordinates, check_real, check_stored_points,
                                 check_stored_queries, state_flag)
-from hypann.geometry._kernels import (delta4_below, delta_row, delta_row_below, gather_points_in_place,
-                                      gather_rows_in_place, insert_sorted, inverse_permutation, one_query_start,
-                                      sq_dist8, sq_dist_row, sq_dist_split)
+from hypann.geometry._kernels import (delta4_below, delta_row, delta_row_below, few_lorentz_points,
+                                      few_points_conformal, gather_points_in_place, gather_rows_in_place,
+                                      insert_sorted, inverse_permutation, one_query_start, sq_dist8, sq_dist_row,
+                                      sq_dist_split)
 from hypann.geometry.gram_scan import knn_delta_scan
 from hypann.graph.copies import copy_leaders
 from hypann.graph.partition_tree import (SPLIT_SUMS_MIN_DIM, build_forest, build_tree, forest_index_dtype, mix_seed,
@@ -219,6 +231,10 @@ RECALL_RTOL = 1e-12
 #: nothing (the graph does not reach some neighbours from their queries' entry points), and a list as long
 #: as the data would make every default search a scan of the whole graph.
 CALIBRATION_PLATEAU = 0.005
+#: The calibrated default search is an exact scan (:func:`~hypann.geometry.gram_scan.knn_delta_scan`) when the
+#: graph walk at ``ef_`` evaluated more than this fraction of the points per query on the calibration sample
+#: (``docs/benchmarks.md``, "A scan where the graph does not pay").
+SCAN_FRACTION = 1 / 11
 # Arrays that make up a fitted index (see ``to_arrays``).
 _STATE = ("points", "conformal", "neighbors", "tree_pivots", "tree_thresholds", "tree_children", "tree_ranges",
           "tree_order", "settings", "recalls")
@@ -230,6 +246,9 @@ _LEAF_ORDER = "leaf_order"
 _SPLIT_KEYS = "split_keys"
 # Optional state array: the groups of exact copies (``copy_groups_``); absent when there are none.
 _COPY_GROUPS = "copy_groups"
+# Optional state scalar: the calibration's evaluations per query at ``ef_`` (``default_evaluations_``); absent
+# when ``ef`` was given, and in files written before it (whose default search is then the graph walk).
+_DEFAULT_EVALUATIONS = "default_evaluations"
 # ``copy_groups_`` of a graph whose nodes are all its points (read only, shared).
 _NO_GROUPS = np.empty(0, dtype=np.int64)
 _NO_GROUPS.setflags(write=False)
@@ -1359,6 +1378,14 @@ class HyperbolicGraphIndex:
         Default search list size (``ef`` or the calibrated value).
     calibration_recall_ : float
         Leave-one-out recall@10 at ``ef_`` (``nan`` when ``ef`` was given).
+    default_evaluations_ : float
+        Mean distance evaluations per query of the search at ``ef_`` on the
+        calibration's leave-one-out sample (``nan`` when ``ef`` was given).
+    scans_ : bool
+        Whether the default search (no ``ef``, no ``budget``) is an exact
+        scan of every point instead of the graph walk: when
+        ``default_evaluations_`` exceeds :data:`SCAN_FRACTION` of the points,
+        where the walk costs more than the scan and is not exact.
 
     Examples
     --------
@@ -1381,6 +1408,8 @@ class HyperbolicGraphIndex:
     #: Split keys summed in coordinate order unless a build or a state says otherwise (also for objects pickled
     #: before the flag).
     split_keys_ = False
+    #: Not measured unless a calibration or a state gives it (also for objects pickled before it): no scan.
+    default_evaluations_ = float("nan")
 
     def __init__(self, *, n_neighbors=24, max_degree=40, ef=None, target_recall=0.98, leaf_size=32, n_trees=4,
                  max_rounds=16, random_state=0):
@@ -1537,6 +1566,7 @@ class HyperbolicGraphIndex:
         self.conformal_ = conformal
         self.n_points_, self.dim_ = points.shape
         m = self.n_nodes_
+        self.default_evaluations_ = float("nan")
         if ef is not None:
             self.ef_ = ef
             self.calibration_recall_ = float("nan")
@@ -1555,9 +1585,39 @@ class HyperbolicGraphIndex:
                                "not reach some neighbours from their entry points); ef_=%d, recall %.3f, the smallest "
                                "ef within %.3f of the best; exact=True or algorithm='auto' give exact answers",
                                best, target, m, self.ef_, self.calibration_recall_, CALIBRATION_PLATEAU)
+            samples = self._run(points[sample], conformal[sample], truth.shape[1], self.ef_, None, sample,
+                                copies=False)[2]
+            self.default_evaluations_ = float(np.mean(samples))
+            if self.scans_:
+                logger.info("graph: the default search evaluated %.1f%% of the points (> %.1f%%): it scans them "
+                            "exactly instead", 100 * self.default_evaluations_ / self.n_points_, 100 * SCAN_FRACTION)
         logger.debug("graph built: n=%d nodes=%d K=%d max_degree=%d ef_=%d (calibration recall %.3f)",
                      self.n_points_, m, K, D, self.ef_, self.calibration_recall_)
         return self
+
+    @property
+    def scans_(self) -> bool:
+        """Whether the default search scans every point exactly (see the attribute in the class docstring)."""
+        return bool(self.default_evaluations_ > SCAN_FRACTION * self.n_points_)
+
+    def _scan(self, queries, q_conformal, k):
+        """``(ids, deltas, samples)`` of the exact scan of every stored point (:attr:`scans_`), ids reported as
+        :meth:`search` reports them (input rows; ``-1`` and ``inf`` past the ``n`` points)."""
+        n = self.n_points_
+        m = queries.shape[0]
+        rows, found = knn_delta_scan(queries, q_conformal, self.points_, self.conformal_, min(k, n))
+        ids = np.full((m, k), -1, dtype=np.int64)
+        deltas = np.full((m, k), np.inf)
+        ids[:, :rows.shape[1]] = rows
+        deltas[:, :rows.shape[1]] = found
+        if self.in_leaf_order_:
+            found_rows = ids >= 0
+            ids[found_rows] = self.tree_order_[ids[found_rows]]
+            # a leaf order not read when the file was opened (verify="structure") may hold anything
+            damaged = found_rows & ((ids < 0) | (ids >= n))
+            ids[damaged] = -1
+            deltas[damaged] = np.inf
+        return ids, deltas, np.full(m, n, dtype=np.int64)
 
     @property
     def n_nodes_(self) -> int:
@@ -1641,7 +1701,8 @@ class HyperbolicGraphIndex:
         k : int
         ef : int, optional
             Search list size; ``max(ef, k)`` is used. Larger is slower and
-            more accurate. Default: ``ef_``.
+            more accurate. Default: ``ef_``, or an exact scan of every point
+            when :attr:`scans_` (and no ``budget``).
         budget : int, optional
             Hard limit on the distance evaluations per query.
         L : int, optional
@@ -1663,9 +1724,12 @@ class HyperbolicGraphIndex:
             name = "L"
         else:
             name = "ef"
-        ef = self.ef_ if ef is None else check_positive_int(ef, name)
         budget = None if budget is None else _check_budget(budget)
+        scan = ef is None and budget is None and self.scans_
+        ef = self.ef_ if ef is None else check_positive_int(ef, name)
         queries, q_conformal = check_stored_queries(queries, q_conformal, self.dim_)
+        if scan:
+            return GraphSearchResult(*self._scan(queries, q_conformal, k))
         ids, deltas, samples = self._run(queries, q_conformal, k, ef, budget, None)
         return GraphSearchResult(ids, deltas, samples)
 
@@ -1690,6 +1754,9 @@ class HyperbolicGraphIndex:
         ``lorentz``; ``c`` a finite float > 0; ``k`` and ``ef`` (default ``ef_``) positive ints; a fitted
         index. The one-query path of :meth:`hypann.HyperbolicIndex.search`, which has checked them.
         Private: with unchecked arguments the kernel could read outside its arrays."""
+        if ef is None and self.scans_:
+            query, q_conformal, worst = few_lorentz_points(X, c) if lorentz else few_points_conformal(X, c)
+            return self._scan(query, q_conformal, k) if worst > 0.0 else None
         ids, deltas, samples = one_query_arrays(k)
         marks = self._visited_marks()
         seen, tag = marks.take_one()
@@ -1730,6 +1797,8 @@ class HyperbolicGraphIndex:
             **({_LEAF_ORDER: np.int64(1)} if self.in_leaf_order_ else {}),
             **({_SPLIT_KEYS: np.int64(1)} if self.split_keys_ else {}),
             **({_COPY_GROUPS: self.copy_groups_} if self.copy_groups_.shape[0] else {}),
+            **({} if np.isnan(self.default_evaluations_) else
+               {_DEFAULT_EVALUATIONS: np.float64(self.default_evaluations_)}),
         }
 
     @classmethod
@@ -1779,6 +1848,12 @@ class HyperbolicGraphIndex:
                 raise ValueError(f"HyperbolicGraphIndex state '{_COPY_GROUPS}' needs the points in leaf order "
                                  f"('{_LEAF_ORDER}')")
             index.copy_groups_ = np.ascontiguousarray(groups, dtype=np.int64)
+        if _DEFAULT_EVALUATIONS in arrays:
+            evaluations = np.asarray(arrays[_DEFAULT_EVALUATIONS])
+            if evaluations.shape != () or evaluations.dtype.kind != "f" or not 0.0 <= evaluations < np.inf:
+                raise ValueError(f"HyperbolicGraphIndex state '{_DEFAULT_EVALUATIONS}' must be a finite float >= 0, "
+                                 f"got {evaluations!r}")
+            index.default_evaluations_ = float(evaluations)
         index.ef_ = ef_
         index.calibration_recall_ = calib
         index.n_points_, index.dim_ = index.points_.shape
