@@ -123,7 +123,8 @@ class GraphSearch(SearchAlgorithm):
     def _check_settings(self):
         super()._check_settings()
         if self.max_degree < self.n_neighbors:
-            raise ValueError(f"max_degree must be >= n_neighbors ({self.n_neighbors}), got max_degree={self.max_degree}")
+            raise ValueError(f"max_degree must be >= n_neighbors ({self.n_neighbors}), "
+                             f"got max_degree={self.max_degree}")
 
     def _graph_settings(self):
         return {k: v for k, v in self.settings().items() if k not in ("exact", "tree_leaf_size")}
@@ -200,7 +201,12 @@ class GraphSearch(SearchAlgorithm):
         if self.exact and ef is None and budget is None and self.graph_.scans_:
             # the graph's default search was an exact scan: no re-check, only its ids made input rows
             if self.owns_points:  # graph ids are positions in the kd-tree's copy
-                ids = np.where(ids >= 0, self.tree_.indices_[np.maximum(ids, 0)], -1)
+                found = ids >= 0
+                ids[found] = self.tree_.indices_[ids[found]]
+                # ids not read when the file was opened (verify="structure") may hold anything
+                damaged = found & ((ids < 0) | (ids >= self.tree_.n_points_))
+                ids[damaged] = -1
+                deltas[damaged] = np.inf
             return ids, deltas, SearchStats.without_oracle(samples, 1)
         if self.exact:
             # the tree gets what the graph left of the budget (a hard limit overall)
