@@ -118,7 +118,9 @@ class HyperbolicIndex:
         (``ratio``-approximate, Alg. 2), ``"shells"`` / ``"random_shells"``
         (``sqrt(width)``-approximate with any oracle, Alg. 3 / 8), ``"graph"``
         (approximate k-NN graph search, the fast choice; query setting
-        ``ef``; with ``exact=True`` its answer seeds an exact kd-tree search), ``"vamana"`` (the paper's graph baseline), ``"brute"``
+        ``ef``; an exact scan by default where the calibrated list would
+        evaluate over 1/11 of the points, see :meth:`describe`; with
+        ``exact=True`` its answer seeds an exact kd-tree search), ``"vamana"`` (the paper's graph baseline), ``"brute"``
         (exact scan).
     oracle : str or EuclideanOracle, default "kdtree"
         Euclidean oracle spec (``"kdtree"``, ``"brute"``, ``"hkdtree"``,
