@@ -12,6 +12,8 @@ from hypann.geometry.models import poincare_to_lorentz
 from hypann.geometry.poincare import dist_from_delta
 from hypann.graph import HyperbolicGraphIndex, knn_graph
 
+pytestmark = pytest.mark.kernels  # also run under NUMBA_BOUNDSCHECK=1 (make test)
+
 K = 10
 
 
