@@ -112,3 +112,12 @@ def test_the_index_answers_as_brute_force(uniform, settings, tmp_path):
     index.save(tmp_path / "scan.hypann")
     loaded = hypann.load(tmp_path / "scan.hypann")
     assert loaded.algorithm_.graph_.scans_ and np.array_equal(loaded.search(Q, K).indices, res.indices)
+
+
+def test_rows_become_ids_through_an_order_and_rows_it_cannot_map_are_dropped():
+    ids = np.array([[2, 0, -1], [1, 3, 2]])
+    deltas = np.array([[0.1, 0.2, np.inf], [0.3, 0.4, 0.5]])
+    order = np.array([7, 5, 1, 9], dtype=np.int32)  # 7 and 9: outside the 4 rows (a damaged order)
+    knn_graph.rows_to_ids(ids, deltas, order)
+    assert ids.tolist() == [[1, -1, -1], [-1, -1, 1]]
+    assert deltas.tolist() == [[0.1, np.inf, np.inf], [np.inf, np.inf, 0.5]]

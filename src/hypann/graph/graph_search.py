@@ -38,7 +38,7 @@ import numpy as np
 
 from hypann._params import Param
 from hypann._validation import state_flag
-from hypann.graph.knn_graph import SCAN_FRACTION, HyperbolicGraphIndex
+from hypann.graph.knn_graph import SCAN_FRACTION, HyperbolicGraphIndex, rows_to_ids
 from hypann.result import SearchStats
 from hypann.search.base import SearchAlgorithm
 from hypann.search.hyperbolic_kdtree import LEAF_SIZE_RULE, HyperbolicKDTree, leaf_size_for
@@ -198,15 +198,10 @@ class GraphSearch(SearchAlgorithm):
 
     def search(self, queries, q_conformal, k, *, budget=None, ef=None):
         ids, deltas, samples = self.graph_.search(queries, q_conformal, k, ef=ef, budget=budget)
-        if self.exact and ef is None and budget is None and self.graph_.scans_:
+        if self.exact and self.graph_.scans_for(ef, budget):
             # the graph's default search was an exact scan: no re-check, only its ids made input rows
             if self.owns_points:  # graph ids are positions in the kd-tree's copy
-                found = ids >= 0
-                ids[found] = self.tree_.indices_[ids[found]]
-                # ids not read when the file was opened (verify="structure") may hold anything
-                damaged = found & ((ids < 0) | (ids >= self.tree_.n_points_))
-                ids[damaged] = -1
-                deltas[damaged] = np.inf
+                rows_to_ids(ids, deltas, self.tree_.indices_)
             return ids, deltas, SearchStats.without_oracle(samples, 1)
         if self.exact:
             # the tree gets what the graph left of the budget (a hard limit overall)

@@ -188,8 +188,8 @@ from hypann.geometry._kernels import (delta4_below, delta_row, delta_row_below, 
                                       sq_dist_split)
 from hypann.geometry.gram_scan import knn_delta_scan
 from hypann.graph.copies import copy_leaders
-from hypann.graph.partition_tree import (SPLIT_SUMS_MIN_DIM, build_forest, build_tree, forest_index_dtype, mix_seed,
-                                         pivot_sums, split_key, splitmix64)
+from hypann.graph.partition_tree import (build_forest, build_tree, forest_index_dtype, mix_seed, pivot_sums, split_key,
+                                         split_sums_for, splitmix64)
 from hypann.graph.vamana import GraphSearchResult, _list_offer
 from hypann.metrics import recall_per_query
 
@@ -1562,7 +1562,7 @@ class HyperbolicGraphIndex:
         self.__dict__.pop("_kernel_structure", None)  # of an earlier build
         self.n_components_ = n_comp
         self.tree_pivots_, self.tree_thresholds_, self.tree_children_, self.tree_ranges_, self.tree_order_ = tree
-        self.split_keys_ = _entry_split_keys(points.shape[1])
+        self.split_keys_ = bool(split_sums_for(points.shape[1]))
         self.points_ = points
         self.conformal_ = conformal
         self.n_points_, self.dim_ = points.shape
@@ -1601,6 +1601,11 @@ class HyperbolicGraphIndex:
         """Whether the default search scans every point exactly (see the attribute in the class docstring)."""
         return bool(self.default_evaluations_ > SCAN_FRACTION * self.n_points_)
 
+    def scans_for(self, ef, budget=None):
+        """Whether a search with these ``ef`` and ``budget`` is the exact scan: the default one (neither
+        given) where :attr:`scans_`."""
+        return ef is None and budget is None and self.scans_
+
     def _scan(self, queries, q_conformal, k):
         """``(ids, deltas, samples)`` of the exact scan of every stored point (:attr:`scans_`), ids reported as
         :meth:`search` reports them (input rows; ``-1`` and ``inf`` past the ``n`` points)."""
@@ -1612,12 +1617,7 @@ class HyperbolicGraphIndex:
         ids[:, :rows.shape[1]] = rows
         deltas[:, :rows.shape[1]] = found
         if self.in_leaf_order_:
-            found_rows = ids >= 0
-            ids[found_rows] = self.tree_order_[ids[found_rows]]
-            # a leaf order not read when the file was opened (verify="structure") may hold anything
-            damaged = found_rows & ((ids < 0) | (ids >= n))
-            ids[damaged] = -1
-            deltas[damaged] = np.inf
+            rows_to_ids(ids, deltas, self.tree_order_)
         return ids, deltas, np.full(m, n, dtype=np.int64)
 
     @property
@@ -1726,7 +1726,7 @@ class HyperbolicGraphIndex:
         else:
             name = "ef"
         budget = None if budget is None else _check_budget(budget)
-        scan = ef is None and budget is None and self.scans_
+        scan = self.scans_for(ef, budget)
         ef = self.ef_ if ef is None else check_positive_int(ef, name)
         queries, q_conformal = check_stored_queries(queries, q_conformal, self.dim_)
         if scan:
@@ -1755,7 +1755,7 @@ class HyperbolicGraphIndex:
         ``lorentz``; ``c`` a finite float > 0; ``k`` and ``ef`` (default ``ef_``) positive ints; a fitted
         index. The one-query path of :meth:`hypann.HyperbolicIndex.search`, which has checked them.
         Private: with unchecked arguments the kernel could read outside its arrays."""
-        if ef is None and self.scans_:
+        if self.scans_for(ef):
             query, q_conformal, worst = few_lorentz_points(X, c) if lorentz else few_points_conformal(X, c)
             return self._scan(query, q_conformal, k) if worst > 0.0 else None
         ids, deltas, samples = one_query_arrays(k)
@@ -1886,17 +1886,21 @@ class HyperbolicGraphIndex:
                 f"max_rounds={self.max_rounds}, random_state={self.random_state}{fitted})")
 
 
-def _entry_split_keys(dim):
-    """Whether the entry tree of points of ``dim`` coordinates sums its split keys over four lanes
-    (:attr:`HyperbolicGraphIndex.split_keys_`): from :data:`~hypann.graph.partition_tree.SPLIT_SUMS_MIN_DIM` on."""
-    return dim >= SPLIT_SUMS_MIN_DIM
-
-
 def _entry_tree(points, leaf_size, seed):
     """The partition tree whose leaves seed the searches (:func:`build_tree` with the build's seed and
-    :func:`_entry_split_keys`)."""
-    return build_tree(points, leaf_size, np.uint64(mix_seed(np.uint64(seed), 11, 0)),
-                      _entry_split_keys(points.shape[1]))
+    :func:`~hypann.graph.partition_tree.split_sums_for` its dimension)."""
+    return build_tree(points, leaf_size, np.uint64(mix_seed(np.uint64(seed), 11, 0)), split_sums_for(points.shape[1]))
+
+
+def rows_to_ids(ids, deltas, order):
+    """Replace every found row ``ids >= 0`` by ``order[row]``, in place; one that maps outside
+    ``[0, len(order))`` (an order not read when its file was opened, ``verify="structure"``, may hold
+    anything) becomes ``-1`` at ``inf``, as the search kernels report it."""
+    found = ids >= 0
+    ids[found] = order[ids[found]]
+    damaged = found & ((ids < 0) | (ids >= order.shape[0]))
+    ids[damaged] = -1
+    deltas[damaged] = np.inf
 
 
 def _gathered(points, conformal, perm, in_place):

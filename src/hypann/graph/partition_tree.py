@@ -245,10 +245,17 @@ def build_forest(points, leaf_size, seeds, index_dtype=None):
 SPLIT_SUMS_MIN_DIM = 16
 
 
+@nb.njit(cache=True, inline="always")
+def split_sums_for(dim):
+    """Whether trees over points of ``dim`` coordinates sum their split keys over four lanes (from
+    :data:`SPLIT_SUMS_MIN_DIM` on): the forest's trees and the graph's entry tree."""
+    return dim >= SPLIT_SUMS_MIN_DIM
+
+
 @nb.njit(cache=True, parallel=True)
 def _fill_forest(points, leaf_size, seeds, leaf_ranges, orders):
     """Build tree ``t`` from ``seeds[t]`` into ``orders[t]`` and ``leaf_ranges[t]`` (trees in parallel)."""
-    split_sums = points.shape[1] >= SPLIT_SUMS_MIN_DIM
+    split_sums = split_sums_for(points.shape[1])
     for t in nb.prange(seeds.shape[0]):
         _pivots, _thr, children, ranges, order = build_tree(points, leaf_size, seeds[t], split_sums)
         for s in range(order.shape[0]):
