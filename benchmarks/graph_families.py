@@ -29,13 +29,15 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import time
 
 import numba
 import numpy as np
 
 import peers
-from _common import WORDNET_POINTS, family_arguments, markdown_table, median_time, write_json
+from _common import ROOT, WORDNET_POINTS, family_arguments, markdown_table, median_time, write_json
 from hypann.datasets.base import holdout_split
 from hypann.datasets.families import FAMILIES, make_family
 from hypann.eval.numpy_brute import numpy_brute_knn
@@ -99,6 +101,52 @@ def scan_row(problem, index, repeats):
     single = one_query_ms(lambda q, cq: knn_delta_scan(q, cq, points, conformal, K), queries, q_conformal)
     return peers._row(problem, "exact scan (knn_delta_scan)", {"ef": "-"}, ids, query_s, 0.0, 0,
                       mean_samples=float(len(points)), evaluations_per_point=1.0, single_ms=single)
+
+
+def scan_summary(rows):
+    """Per case: the walk at ``ef_`` against the exact scan of the same points (one row per family and dim).
+
+    ``walk / scan``: the walk's time over the scan's, batch and one query per call; ``per fraction``:
+    that ratio over the walk's evaluations per point (what a walk costs per point against the scan);
+    ``slower from``: the smallest evaluations per point of the ``ef`` sweep at which the walk's batch
+    was slower than the scan's, ``faster up to``: the largest at which it was faster.
+    """
+    cases = {}
+    for r in rows:
+        cases.setdefault((r["family"], r["dim"]), []).append(r)
+    out = []
+    for (family, dim), got in cases.items():
+        scan = next(r for r in got if r["method"].startswith("exact scan"))
+        graph = [r for r in got if r["method"] == "hypann graph"]
+        walk = next((r for r in graph if "(ef_, walk)" in r["params"]["ef"]), graph[0])  # the default walks
+        sweep = [r for r in graph if r["params"]["ef"].startswith("ef=")]
+        slower = [r["evaluations_per_point"] for r in sweep if r["queries_per_s"] < scan["queries_per_s"]]
+        faster = [r["evaluations_per_point"] for r in sweep if r["queries_per_s"] >= scan["queries_per_s"]]
+        fraction = walk["evaluations_per_point"]
+        batch = scan["queries_per_s"] / walk["queries_per_s"]
+        one = walk["single_ms"] / scan["single_ms"]
+        out.append({"family": family, "dim": dim, "n": walk["n"], "ef_": walk["ef_"], "scans": walk["scans_"],
+                    "evaluations per point at ef_": fraction, "walk recall": walk["recall_at_k"],
+                    "walk q/s": walk["queries_per_s"], "walk one query ms": walk["single_ms"],
+                    "scan q/s": scan["queries_per_s"], "scan one query ms": scan["single_ms"],
+                    "walk / scan, batch": batch, "walk / scan, one query": one,
+                    "per fraction, batch": batch / fraction, "per fraction, one query": one / fraction,
+                    "slower from": min(slower) if slower else None, "faster up to": max(faster) if faster else None})
+    return out
+
+
+SUMMARY_COLUMNS = ["family", "dim", "n", "ef_", "scans", "evaluations per point at ef_", "walk recall", "walk q/s",
+                   "walk one query ms", "scan q/s", "scan one query ms", "walk / scan, batch", "walk / scan, one query",
+                   "per fraction, batch", "per fraction, one query", "slower from", "faster up to"]
+
+
+def print_tables(rows):
+    """The table of every row, then :func:`scan_summary`'s."""
+    columns = ["family", "dim", "n", "method", "params", "recall_at_k", "speedup", "queries_per_s", "build_s",
+               "mean_samples", "evaluations_per_point", "single_ms"]
+    print(markdown_table([{**r, "params": r["params"].get("ef", r["params"].get("epsilon"))} for r in rows], columns))
+    print()
+    print(markdown_table(scan_summary(rows), SUMMARY_COLUMNS))
 
 
 def build_times(problem, threads=(1, 2), seed=0):
@@ -166,7 +214,12 @@ def main(argv=None):
     ap.add_argument("--threads", type=int, default=1, help="numba threads of the graph build")
     ap.add_argument("--pynndescent", action="store_true", help="also run pynndescent with the numba Poincare metric")
     ap.add_argument("--build-threads", action="store_true", help="build times of both on 1 and 2 threads")
+    ap.add_argument("--report", action="store_true", help="only print the tables of results/graph_families.json")
     args = ap.parse_args(argv)
+    if args.report:
+        with open(os.path.join(ROOT, "results", "graph_families.json")) as f:
+            print_tables(json.load(f)["rows"])
+        return
 
     def progress(msg):
         print(msg, flush=True)
@@ -181,10 +234,7 @@ def main(argv=None):
             if family.dims is not None and dim not in family.dims:
                 continue
             rows += run_case(name, dim, args, progress)
-    columns = ["family", "dim", "n", "method", "params", "recall_at_k", "speedup", "queries_per_s", "build_s",
-               "mean_samples", "evaluations_per_point", "single_ms"]
-    table = markdown_table([{**r, "params": r["params"].get("ef", r["params"].get("epsilon"))} for r in rows], columns)
-    print(table)
+    print_tables(rows)
     path = write_json("graph_families", {"args": vars(args), "rows": rows, "seconds": time.perf_counter() - t_start})
     print(f"wrote {path}")
 
