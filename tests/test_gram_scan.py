@@ -163,6 +163,42 @@ def test_point_groups_on_threads_equal_the_plain_scan(small_blocks, n, m, d, k, 
         gram_scan._scan_point_groups = real
 
 
+@settings(deadline=None, max_examples=30)
+@given(n=st.integers(1, 7), m=st.integers(1, 20), d=st.integers(1, 20), k=st.integers(1, 10),
+       seed=st.integers(0, 2**32 - 1), storage=st.sampled_from([np.float64, np.float32]))
+def test_query_groups_on_threads_equal_the_plain_scan(small_blocks, n, m, d, k, seed, storage):
+    """One block of points and several of queries: the query blocks split into one group per thread
+    (each group's rows of the lists its own): the plain scan's ids, ties, bits and evaluations on every
+    thread count."""
+    rng = np.random.default_rng(seed)
+    base = ball_points(rng, max(1, n // 2), d, min_conformal=1e-8)
+    X = _inside_after_rounding(base[rng.integers(len(base), size=n)], storage)  # copies: ties
+    Q = np.vstack([X[rng.integers(n, size=m)].astype(np.float64), ball_points(rng, m, d)])
+    cx, cq = conformal_factor(X.astype(np.float64)), conformal_factor(Q)
+    k = min(k, n)
+    want = brute_knn_delta(Q, cq, X, cx, k)
+    grouped = []
+    real = gram_scan._scan_query_groups
+    gram_scan._scan_query_groups = lambda *a: (grouped.append(a[9]), real(*a))[1]
+    before = numba.get_num_threads()
+    try:
+        numba.set_num_threads(1)
+        *_, one_evaluated = gram_scan.gram_knn_delta(Q, cq, X, cx, k, return_evaluated=True)
+        assert grouped == []
+        for threads in range(2, min(4, numba.config.NUMBA_NUM_THREADS) + 1):
+            numba.set_num_threads(threads)
+            grouped.clear()
+            ids, deltas, evaluated = gram_scan.gram_knn_delta(Q, cq, X, cx, k, return_evaluated=True)
+            np.testing.assert_array_equal(ids, want[0])
+            np.testing.assert_array_equal(deltas, want[1])
+            np.testing.assert_array_equal(evaluated, one_evaluated)
+            blocks = -(-len(Q) // 3)  # small_blocks: 3 queries a block
+            assert grouped == ([] if blocks == 1 else [min(threads, blocks)])
+    finally:
+        numba.set_num_threads(before)
+        gram_scan._scan_query_groups = real
+
+
 def test_brute_search_answers_a_batch_exactly():
     rng = np.random.default_rng(8)
     X, Q = ball_points(rng, 700, 20, min_conformal=1e-10), ball_points(rng, 50, 20, min_conformal=1e-10)

@@ -49,8 +49,10 @@ blocks are split into one contiguous group per thread (:func:`_scan_point_groups
 each scanned with single-threaded BLAS and merged in group order, so ``n_jobs``
 bounds both and no BLAS pool spins while numba's folds run (with BLAS and
 numba taking turns on two threads, a batch had been slower than on one).
-With one thread or one block of points, BLAS and the fold take turns on
-numba's threads.
+With one block of points and several blocks of queries, the query blocks are
+split into one contiguous group per thread instead (:func:`_scan_query_groups`),
+with the same result. With one thread, or one block of points and one of
+queries, BLAS and the fold take turns on numba's threads.
 
 The product replaces ``d`` dependent additions per pair by a blocked matrix
 product, which pays off once a call holds enough queries; one query at a
@@ -217,6 +219,33 @@ def _scan_point_groups(Q, cq, qn, X, cx, xn, inv_cx, margin, starts, n_groups, o
     evaluated += part_e.sum(axis=0)
 
 
+def _scan_query_groups(Q, cq, qn, X, cx, xn, inv_cx, margin, starts, n_groups, out_i, out_d, evaluated):
+    """:func:`gram_knn_delta`'s scan with the blocks of queries split into ``n_groups`` contiguous groups.
+
+    For one block of points and several blocks of queries (a batch against
+    at most :data:`POINT_BLOCK` points): each group runs on its own thread,
+    single-threaded BLAS products and :func:`_fold_block_serial` into its own
+    rows of the lists. Every query meets the same point blocks in the same
+    order as in one scan, so the lists and ``evaluated`` are the same. (With
+    BLAS and numba's folds taking turns on the threads instead, each pool spins
+    while the other works: on 2 threads such a batch, 100,000 queries against
+    1,024 points at 10-D, took 3.3x as long as on one.)
+    """
+    m = Q.shape[0]
+    blocks = -(-m // QUERY_BLOCK)
+    bounds = [QUERY_BLOCK * b for b in np.linspace(0, blocks, n_groups + 1).round().astype(int)]
+    bounds[-1] = m
+
+    def run(g):
+        a, b = bounds[g], bounds[g + 1]
+        _fold_point_blocks(Q[a:b], cq[a:b], qn[a:b], X, cx, xn, inv_cx, margin, starts, out_i[a:b], out_d[a:b],
+                           evaluated[a:b], _fold_block_serial)
+
+    with _blas_controller().limit(limits=1, user_api="blas"):
+        with ThreadPoolExecutor(max_workers=n_groups) as pool:
+            list(pool.map(run, range(n_groups)))  # list(): raises a task's exception here
+
+
 def gram_knn_delta(Q, cq, X, cx, k, *, return_evaluated=False):
     """Exact ``k`` smallest ``delta`` of each query against every row of ``X``, via Gram blocks.
 
@@ -251,12 +280,16 @@ def gram_knn_delta(Q, cq, X, cx, k, *, return_evaluated=False):
         with np.errstate(divide="ignore"):
             inv_cx = 1.0 / np.asarray(cx, dtype=np.float64)
         starts = list(range(0, n, POINT_BLOCK))
-        n_groups = min(nb.get_num_threads(), len(starts))
-        if n_groups == 1:  # BLAS's threads and the fold's, one after the other
-            with _blas_controller().limit(limits=nb.get_num_threads(), user_api="blas"):
-                _fold_point_blocks(Q, cq, qn, X, cx, xn, inv_cx, margin, starts, out_i, out_d, evaluated, _fold_block)
-        else:
+        threads = nb.get_num_threads()
+        n_groups = min(threads, len(starts))
+        query_groups = min(threads, -(-m // QUERY_BLOCK))
+        if n_groups > 1:
             _scan_point_groups(Q, cq, qn, X, cx, xn, inv_cx, margin, starts, n_groups, out_i, out_d, evaluated)
+        elif query_groups > 1:
+            _scan_query_groups(Q, cq, qn, X, cx, xn, inv_cx, margin, starts, query_groups, out_i, out_d, evaluated)
+        else:  # BLAS's threads and the fold's, one after the other
+            with _blas_controller().limit(limits=threads, user_api="blas"):
+                _fold_point_blocks(Q, cq, qn, X, cx, xn, inv_cx, margin, starts, out_i, out_d, evaluated, _fold_block)
     if return_evaluated:
         return out_i, out_d, evaluated
     return out_i, out_d
