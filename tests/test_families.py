@@ -137,3 +137,31 @@ def test_errors_name_the_bad_value():
     with pytest.raises(ValueError, match=r"n_clusters must be a positive integer, got n_clusters=0"):
         families.gaussian_mixture(10, 5, n_clusters=0)
     assert _check_range((1, 2), "x", low=0) == (1, 2)
+
+
+def test_far_queries_take_the_data_norms_or_a_range_and_random_directions():
+    X = make_family("boundary_heavy", 2000, 10, seed=0)
+    Q = families.far_queries(X, 500, seed=1)
+    assert Q.shape == (500, 10) and np.all(conformal_factor(Q) > 0.0)
+    np.testing.assert_array_equal(Q, families.far_queries(X, 500, seed=1))
+    h, hx = dist0(Q), dist0(X)
+    assert hx.min() - 1e-6 <= h.min() and h.max() <= hx.max() + 1e-6  # norms drawn from the data's
+    low = families.far_queries(X, 500, seed=1, norms=(1.0, 4.0))
+    assert np.all((dist0(low) >= 1.0 - 1e-9) & (dist0(low) <= 4.0 + 1e-9))
+    # directions ignore the data: far from every point, unlike held-out points of the family
+    cx = conformal_factor(X)
+    _, far = brute_knn_delta(Q, conformal_factor(Q), X, cx, 1)
+    _, near = brute_knn_delta(X[:500], cx[:500], X[500:], cx[500:], 1)
+    assert np.median(far) > 100 * np.median(near)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"m": 0}, "m"), ({"m": 5, "norms": (4.0, 1.0)}, "lo <= hi"), ({"m": 5, "norms": (1.0,)}, "pair"),
+    ({"m": 5, "norms": (1.0, 40.0)}, "norms\\[1\\]"), ({"m": 5, "seed": 1.5}, "seed"),
+])
+def test_far_queries_errors_name_the_bad_value(kwargs, match):
+    X = make_family("gaussian_mixture", 100, 4, seed=0)
+    with pytest.raises(ValueError, match=match):
+        families.far_queries(X, **kwargs)
+    with pytest.raises(ValueError, match="points"):
+        families.far_queries(np.zeros((0, 3)), 3)

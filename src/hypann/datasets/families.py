@@ -50,6 +50,7 @@ from typing import Callable
 import numpy as np
 
 from hypann._validation import check_positive_int, check_real
+from hypann.geometry.poincare import dist0
 from hypann.datasets import synthetic
 from hypann.datasets.synthetic import _check_dim, _check_range, _exp_map, _normal, _row_norms, _unit_rows
 
@@ -62,6 +63,7 @@ __all__ = [
     "boundary_heavy",
     "duplicates",
     "wordnet_nouns",
+    "far_queries",
 ]
 
 # Range of the number of clusters of a mixture when not given (log-uniform).
@@ -343,6 +345,52 @@ FAMILIES = {
     "wordnet_nouns": Family(wordnet_nouns, "WordNet nouns: trained 10-D / combinatorial 100-D embedding",
                             WORDNET_DIMS),
 }
+
+
+def far_queries(points, m, *, seed=0, norms=None):
+    """Queries far from ``points``: uniform random directions, at the points' hyperbolic norms or in a range.
+
+    Held-out points of a family lie among its points. These do not: their
+    directions ignore where the data are, so most of them are far from every
+    point, as queries of another kind than the data are (text against image
+    embeddings, new directions). The nearest points of such a query are the
+    points furthest out towards it, spread over several clusters
+    (``docs/benchmarks.md``, "Queries far from the data").
+
+    Parameters
+    ----------
+    points : array_like of shape (n, dim)
+        Unit-ball points (curvature ``-1``), e.g. a family's.
+    m : int
+        Number of queries.
+    seed : int, default 0
+    norms : (float, float) or None, default None
+        ``None``: each query's hyperbolic norm is that of a point drawn at
+        random from ``points`` (``2 asinh(|x| / sqrt(1-|x|^2))``, accurate at the
+        boundary). ``(lo, hi)``: uniform in that range of hyperbolic norms,
+        ``0 <= lo <= hi <= 36`` (e.g. ``(1, 4)``: nearer the origin than
+        most data, as text embeddings are in MERU).
+
+    Returns
+    -------
+    queries : ndarray of shape (m, dim), float64, strictly inside the unit ball
+    """
+    points = np.asarray(points, dtype=np.float64)
+    if points.ndim != 2 or points.shape[0] == 0:
+        raise ValueError(f"points must be a non-empty (n, dim) array, got shape {points.shape}")
+    m = check_positive_int(m, "m")
+    dim = _check_dim(points.shape[1])
+    rng = np.random.default_rng(_check_seed(seed))
+    if norms is None:
+        h = dist0(points[rng.integers(0, points.shape[0], m)])
+    else:
+        if not isinstance(norms, (tuple, list)) or len(norms) != 2:
+            raise ValueError(f"norms must be None or a pair (lo, hi) of hyperbolic norms, got {norms!r}")
+        lo, hi = (check_real(v, name, low=0.0, high=36.0) for v, name in zip(norms, ("norms[0]", "norms[1]")))
+        if lo > hi:
+            raise ValueError(f"norms must be (lo, hi) with lo <= hi, got {norms!r}")
+        h = rng.uniform(lo, hi, m)
+    return np.tanh(h / 2.0)[:, None] * _unit_rows(rng.standard_normal((m, dim)))
 
 
 def make_family(name, n, dim, seed=0):

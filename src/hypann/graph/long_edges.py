@@ -1,0 +1,206 @@
+"""Long edges of the search graph: a few diverse links to far points, for queries far from the data.
+
+A k-NN graph links each point to points around it only. A query drawn from
+the data starts in its own region (the entry tree's leaf) and its neighbours
+are a few hops away. A query *far* from the data is different: in hyperbolic
+geometry its nearest points are the data points furthest out towards it,
+which lie in several clusters at once, and the k-NN graph has no edge
+between those clusters. A walk that starts in the wrong cluster stops there.
+Queries of another kind than the data are like that: text queries against
+image embeddings (MERU), or probes in new directions. On 20,000 points of
+the boundary-heavy family (10-D), queries in random directions at the
+data's norms got recall@10 0.18 at the calibrated ``ef``, against 0.996 for
+held-out data points (``docs/benchmarks.md``, "Queries far from the data").
+
+This module adds to each point at most :data:`N_LONG` edges chosen the way
+HNSW's and Vamana's neighbour selection choose them (relative-neighbourhood
+pruning, ``alpha = 1``), over candidates that reach further than the k-NN
+row:
+
+* **Candidates of ``p``:** its k-NN row and its :data:`SAMPLE_NEIGHBORS`
+  nearest points among a random sample of ``min(n // SAMPLE_STRIDE,
+  SAMPLE_MAX)`` points (exact, :func:`~hypann.geometry.gram_scan.knn_delta_scan`),
+  in increasing ``delta(p, v)`` (ties: smaller id first).
+* **Pruning:** a candidate ``v`` is kept unless a kept ``h`` is nearer to it
+  than ``p`` is, ``delta(h, v) < delta(p, v)`` (``delta`` is increasing in the
+  distance, so this is the distance test); at most :data:`KEEP` are kept.
+* **The long edges of ``p``** are its kept candidates that are not in its k-NN
+  row, the nearest :data:`N_LONG`.
+
+Inside a cluster the sample points are dominated by the k-NN row, so most
+points get none; the points on a cluster's rim facing other clusters get
+edges to them. The pruning is the one whose reverse-edge caps made Vamana
+collapse here (:mod:`hypann.graph.knn_graph`): these edges are *added* to
+the k-NN rows and replace nothing, so a point stays reachable from its
+neighbours.
+
+The sample is drawn from the build's seed, and every row is computed from
+the points, the rows and the sample alone in parallel blocks, so the edges
+do not depend on the number of threads. Work: ``n * min(n / 16, 1024)``
+deltas for the sample's neighbours (Gram blocks) and at most ``(K +
+SAMPLE_NEIGHBORS) * KEEP`` per point for the pruning.
+"""
+
+from __future__ import annotations
+
+import numba as nb
+import numpy as np
+
+from hypann.geometry._kernels import delta_row, delta_row_below
+from hypann.geometry.gram_scan import knn_delta_scan
+
+__all__ = ["long_edges", "sample_size", "N_LONG"]
+
+#: Long edges per point, at most.
+N_LONG = 4
+#: Candidates of a point among the sample: its nearest this many sample points.
+SAMPLE_NEIGHBORS = 32
+#: The sample holds one point in this many ...
+SAMPLE_STRIDE = 16
+#: ... and at most this many points (its nearest points cost ``n`` times this many deltas).
+SAMPLE_MAX = 1024
+#: Below this many sample points no long edges are made (the sample would hold no far points).
+SAMPLE_MIN = 16
+#: A point's pruning stops after keeping this many candidates (k-NN and sample alike).
+KEEP = 16
+# Points whose sample neighbours are found and pruned at a time (their lists: 16 * SAMPLE_NEIGHBORS B a point).
+_BLOCK = 1 << 15
+# Points per parallel chunk of the pruning (a chunk's work does not depend on the thread count).
+_CHUNK = 1024
+
+
+def sample_size(n) -> int:
+    """Points in the sample of ``n`` points: ``min(n // SAMPLE_STRIDE, SAMPLE_MAX)``, or 0 below :data:`SAMPLE_MIN`."""
+    m = min(n // SAMPLE_STRIDE, SAMPLE_MAX)
+    return m if m >= SAMPLE_MIN else 0
+
+
+def long_edges(points, conf, row_i, seed):
+    """The long edges of every point (see the module docstring).
+
+    Parameters
+    ----------
+    points : ndarray of shape (n, d), float64 or float32
+    conf : ndarray of shape (n,)
+        Their conformal factors ``1-|x|^2``.
+    row_i : ndarray of shape (n, K), int
+        The k-NN rows (ids of ``points``, ``-1`` padded at the end).
+    seed : int
+        Seed of the sample.
+
+    Returns
+    -------
+    ndarray of shape (n, N_LONG), same dtype as ``row_i``, ``-1`` padded; ``(n, 0)`` when the sample is too
+    small (:func:`sample_size`).
+    """
+    n = points.shape[0]
+    m = sample_size(n)
+    if m == 0:
+        return np.full((n, 0), -1, dtype=row_i.dtype)
+    sample = np.sort(np.random.default_rng([int(seed), 0x10E]).choice(n, m, replace=False))
+    s_points = np.ascontiguousarray(points[sample], dtype=np.float64)
+    s_conf = np.ascontiguousarray(conf[sample], dtype=np.float64)
+    c = min(SAMPLE_NEIGHBORS, m)
+    out = np.empty((n, N_LONG), dtype=row_i.dtype)
+    for lo in range(0, n, _BLOCK):
+        hi = min(n, lo + _BLOCK)
+        near, near_d = knn_delta_scan(np.ascontiguousarray(points[lo:hi], dtype=np.float64),
+                                      np.ascontiguousarray(conf[lo:hi], dtype=np.float64), s_points, s_conf, c)
+        _long_rows(points, conf, row_i, lo, sample, near, near_d, out)
+        del near, near_d
+    return out
+
+
+@nb.njit(cache=True, parallel=True)
+def _long_rows(points, conf, row_i, lo, sample, near, near_d, out):
+    """Rows ``lo .. lo + len(near) - 1`` of the long edges into ``out`` (parallel chunks, own rows only).
+
+    ``near[t]`` (positions in ``sample``) and ``near_d[t]``: the nearest sample points of point ``lo + t`` and
+    their deltas, ascending (``-1`` / ``inf`` padded).
+    """
+    K = row_i.shape[1]
+    c = near.shape[1]
+    m = near.shape[0]
+    n_chunks = (m + _CHUNK - 1) // _CHUNK
+    for ch in nb.prange(n_chunks):
+        cand_i = np.empty(K + c, dtype=np.int64)
+        cand_d = np.empty(K + c)
+        from_sample = np.empty(K + c, dtype=np.bool_)
+        kept = np.empty(KEEP, dtype=np.int64)
+        for t in range(ch * _CHUNK, min(m, (ch + 1) * _CHUNK)):
+            _long_row(lo + t, points, conf, row_i[lo + t], sample, near[t], near_d[t], cand_i, cand_d, from_sample,
+                      kept, out[lo + t])
+
+
+@nb.njit(cache=True)
+def _long_row(p, points, conf, row, sample, near, near_d, cand_i, cand_d, from_sample, kept, out):
+    """The long edges of point ``p`` into ``out`` (``-1`` padded).
+
+    ``row``: its k-NN row; ``near``/``near_d``: its nearest sample points (positions in ``sample``) and their
+    deltas. Buffers: ``cand_i``, ``cand_d``, ``from_sample`` of ``len(row) + len(near)`` entries (every candidate
+    once), ``kept`` of :data:`KEEP`.
+    """
+    n = points.shape[0]
+    m = 0
+    for t in range(row.shape[0]):
+        v = row[t]
+        if v < 0:
+            break
+        if v == p or _holds(cand_i, m, v):
+            continue
+        m = _insert(cand_i, cand_d, from_sample, m, v, delta_row(points[p], conf[p], points[v], conf[v]), False)
+    for t in range(near.shape[0]):
+        s = near[t]
+        if s < 0:
+            break
+        v = sample[s]
+        if v == p or v >= n or _holds(cand_i, m, v):
+            continue
+        m = _insert(cand_i, cand_d, from_sample, m, v, near_d[t], True)
+    n_kept = 0
+    n_out = 0
+    for j in range(m):
+        v = cand_i[j]
+        dominated = False
+        for h in range(n_kept):
+            u = kept[h]
+            # abandoned once proved >= delta(p, v): a finite value is delta_row's bit for bit
+            if delta_row_below(points[u], conf[u], points[v], conf[v], cand_d[j]) < cand_d[j]:
+                dominated = True
+                break
+        if dominated:
+            continue
+        kept[n_kept] = v
+        n_kept += 1
+        if from_sample[j] and n_out < out.shape[0]:
+            out[n_out] = v
+            n_out += 1
+        if n_kept == KEEP:
+            break
+    for t in range(n_out, out.shape[0]):
+        out[t] = -1
+
+
+@nb.njit(cache=True, inline="always")
+def _holds(ids, m, v):
+    """Whether ``v`` is among ``ids[:m]``."""
+    for t in range(m):
+        if ids[t] == v:
+            return True
+    return False
+
+
+@nb.njit(cache=True, inline="always")
+def _insert(cand_i, cand_d, from_sample, m, v, d, sampled):
+    """Insert candidate ``v`` at ``delta = d`` into the first ``m`` entries, kept in increasing ``(d, v)``;
+    returns ``m + 1``."""
+    t = m
+    while t > 0 and (cand_d[t - 1] > d or (cand_d[t - 1] == d and cand_i[t - 1] > v)):
+        cand_i[t] = cand_i[t - 1]
+        cand_d[t] = cand_d[t - 1]
+        from_sample[t] = from_sample[t - 1]
+        t -= 1
+    cand_i[t] = v
+    cand_d[t] = d
+    from_sample[t] = sampled
+    return m + 1
