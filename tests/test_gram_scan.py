@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import numba
 import numpy as np
 import pytest
@@ -133,24 +135,39 @@ def test_the_answer_does_not_depend_on_the_thread_count():
         np.testing.assert_array_equal(a, b)
 
 
+@contextlib.contextmanager
+def _groups_of(name):
+    """The group count of every call of ``gram_scan.<name>`` while the block runs (a list); the function and
+    numba's thread count are restored after."""
+    grouped, real, threads = [], getattr(gram_scan, name), numba.get_num_threads()
+    setattr(gram_scan, name, lambda *a: (grouped.append(a[9]), real(*a))[1])
+    try:
+        yield grouped
+    finally:
+        numba.set_num_threads(threads)
+        setattr(gram_scan, name, real)
+
+
+def _points_with_copies(seed, n, m, d, storage, *, distinct):
+    """``n`` points drawn from ``distinct`` ones (copies: ties everywhere), stored as ``storage``, and ``2 m``
+    queries (``m`` of them copies of points); returns ``(X, Q, cx, cq)``."""
+    rng = np.random.default_rng(seed)
+    base = ball_points(rng, distinct, d, min_conformal=1e-8)
+    X = _inside_after_rounding(base[rng.integers(len(base), size=n)], storage)
+    Q = np.vstack([X[rng.integers(n, size=m)].astype(np.float64), ball_points(rng, m, d)])
+    return X, Q, conformal_factor(X.astype(np.float64)), conformal_factor(Q)
+
+
 @settings(deadline=None, max_examples=30)
 @given(n=st.integers(1, 80), m=st.integers(1, 8), d=st.integers(1, 20), k=st.integers(1, 10),
        seed=st.integers(0, 2**32 - 1), storage=st.sampled_from([np.float64, np.float32]))
 def test_point_groups_on_threads_equal_the_plain_scan(small_blocks, n, m, d, k, seed, storage):
     """The point blocks split into one group per thread (each with its own lists, merged in group
     order): the plain scan's ids, ties and bits on every thread count, with copies across groups."""
-    rng = np.random.default_rng(seed)
-    base = ball_points(rng, max(1, n // 3), d, min_conformal=1e-8)
-    X = _inside_after_rounding(base[rng.integers(len(base), size=n)], storage)  # copies: ties everywhere
-    Q = np.vstack([X[rng.integers(n, size=m)].astype(np.float64), ball_points(rng, m, d)])
-    cx, cq = conformal_factor(X.astype(np.float64)), conformal_factor(Q)
+    X, Q, cx, cq = _points_with_copies(seed, n, m, d, storage, distinct=max(1, n // 3))
     k = min(k, n)
     want = brute_knn_delta(Q, cq, X, cx, k)
-    grouped = []
-    real = gram_scan._scan_point_groups
-    gram_scan._scan_point_groups = lambda *a: (grouped.append(a[9]), real(*a))[1]
-    before = numba.get_num_threads()
-    try:
+    with _groups_of("_scan_point_groups") as grouped:
         for threads in range(1, min(4, numba.config.NUMBA_NUM_THREADS) + 1):
             numba.set_num_threads(threads)
             grouped.clear()
@@ -158,9 +175,6 @@ def test_point_groups_on_threads_equal_the_plain_scan(small_blocks, n, m, d, k, 
             np.testing.assert_array_equal(ids, want[0])
             np.testing.assert_array_equal(deltas, want[1])
             assert grouped == ([] if threads == 1 or n <= 7 else [min(threads, -(-n // 7))])
-    finally:
-        numba.set_num_threads(before)
-        gram_scan._scan_point_groups = real
 
 
 @settings(deadline=None, max_examples=30)
@@ -170,18 +184,10 @@ def test_query_groups_on_threads_equal_the_plain_scan(small_blocks, n, m, d, k, 
     """One block of points and several of queries: the query blocks split into one group per thread
     (each group's rows of the lists its own): the plain scan's ids, ties, bits and evaluations on every
     thread count."""
-    rng = np.random.default_rng(seed)
-    base = ball_points(rng, max(1, n // 2), d, min_conformal=1e-8)
-    X = _inside_after_rounding(base[rng.integers(len(base), size=n)], storage)  # copies: ties
-    Q = np.vstack([X[rng.integers(n, size=m)].astype(np.float64), ball_points(rng, m, d)])
-    cx, cq = conformal_factor(X.astype(np.float64)), conformal_factor(Q)
+    X, Q, cx, cq = _points_with_copies(seed, n, m, d, storage, distinct=max(1, n // 2))
     k = min(k, n)
     want = brute_knn_delta(Q, cq, X, cx, k)
-    grouped = []
-    real = gram_scan._scan_query_groups
-    gram_scan._scan_query_groups = lambda *a: (grouped.append(a[9]), real(*a))[1]
-    before = numba.get_num_threads()
-    try:
+    with _groups_of("_scan_query_groups") as grouped:
         numba.set_num_threads(1)
         *_, one_evaluated = gram_scan.gram_knn_delta(Q, cq, X, cx, k, return_evaluated=True)
         assert grouped == []
@@ -194,9 +200,6 @@ def test_query_groups_on_threads_equal_the_plain_scan(small_blocks, n, m, d, k, 
             np.testing.assert_array_equal(evaluated, one_evaluated)
             blocks = -(-len(Q) // 3)  # small_blocks: 3 queries a block
             assert grouped == ([] if blocks == 1 else [min(threads, blocks)])
-    finally:
-        numba.set_num_threads(before)
-        gram_scan._scan_query_groups = real
 
 
 def test_brute_search_answers_a_batch_exactly():

@@ -1377,7 +1377,8 @@ class HyperbolicGraphIndex:
     Attributes
     ----------
     neighbors_ : ndarray of shape (n, max_degree), int32
-        Out-neighbours of each row of ``points_``, nearest first, ``-1``
+        Out-neighbours of each row of ``points_``: its bridges and long edges
+        first, then its k-NN and reverse neighbours nearest first, ``-1``
         padded (rows of ``points_``).
     in_leaf_order_ : bool
         Whether ``points_`` holds the points in the entry tree's leaf order
