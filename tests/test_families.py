@@ -165,3 +165,6 @@ def test_far_queries_errors_name_the_bad_value(kwargs, match):
         families.far_queries(X, **kwargs)
     with pytest.raises(ValueError, match="points"):
         families.far_queries(np.zeros((0, 3)), 3)
+    for bad in (np.full((2, 3), np.nan), np.array([[1.0, 0.0, 0.0]])):
+        with pytest.raises(ValueError, match="inside the unit ball"):
+            families.far_queries(bad, 3)

@@ -50,9 +50,9 @@ from typing import Callable
 import numpy as np
 
 from hypann._validation import check_positive_int, check_real
-from hypann.geometry.poincare import dist0
 from hypann.datasets import synthetic
 from hypann.datasets.synthetic import _check_dim, _check_range, _exp_map, _normal, _row_norms, _unit_rows
+from hypann.geometry.poincare import conformal_factor, dist0
 
 __all__ = [
     "FAMILIES",
@@ -378,11 +378,15 @@ def far_queries(points, m, *, seed=0, norms=None):
     points = np.asarray(points, dtype=np.float64)
     if points.ndim != 2 or points.shape[0] == 0:
         raise ValueError(f"points must be a non-empty (n, dim) array, got shape {points.shape}")
+    conformal = conformal_factor(points)
+    if not (np.all(np.isfinite(points)) and np.all(conformal > 0.0)):
+        raise ValueError("points must be finite and strictly inside the unit ball (|x| < 1)")
     m = check_positive_int(m, "m")
     dim = _check_dim(points.shape[1])
     rng = np.random.default_rng(_check_seed(seed))
     if norms is None:
-        h = dist0(points[rng.integers(0, points.shape[0], m)])
+        rows = rng.integers(0, points.shape[0], m)
+        h = dist0(points[rows], cx=conformal[rows])
     else:
         if not isinstance(norms, (tuple, list)) or len(norms) != 2:
             raise ValueError(f"norms must be None or a pair (lo, hi) of hyperbolic norms, got {norms!r}")
