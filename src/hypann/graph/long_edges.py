@@ -31,10 +31,11 @@ row:
 
 Inside a cluster the sample points are dominated by the k-NN row, so most
 points get none; the points on a cluster's rim facing other clusters get
-edges to them. The pruning is the one whose reverse-edge caps made Vamana
-collapse here (:mod:`hypann.graph.knn_graph`): these edges are *added* to
-the k-NN rows and replace nothing, so a point stays reachable from its
-neighbours.
+edges to them. The pruning is the one that made Vamana collapse here
+(:mod:`hypann.graph.knn_graph`), but there it cut the neighbour lists
+themselves; these edges are added in front of the k-NN rows, which are not
+pruned (a full row of ``max_degree`` loses its farthest entries, as with the
+bridges).
 
 The sample is drawn from the build's seed, and every row is computed from
 the points, the rows and the sample alone in parallel blocks, so the edges
