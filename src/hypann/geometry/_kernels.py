@@ -537,6 +537,15 @@ def insert_sorted(keys, ids, key, ident):
 
 
 @nb.njit(cache=True, inline="always")
+def holds(ids, m, ident):
+    """Whether ``ident`` is among ``ids[:m]`` (a linear scan: the lists are short)."""
+    for t in range(m):
+        if ids[t] == ident:
+            return True
+    return False
+
+
+@nb.njit(cache=True, inline="always")
 def insert_sorted_unique(keys, ids, key, ident):
     """:func:`insert_sorted` unless ``ident`` is already in ``ids``; True when the list changed.
 
@@ -545,9 +554,8 @@ def insert_sorted_unique(keys, ids, key, ident):
     checks ``key < keys[-1]``. (Formerly misnamed ``heap_push_max``: there is
     no heap.)
     """
-    for t in range(keys.shape[0]):
-        if ids[t] == ident:
-            return False
+    if holds(ids, keys.shape[0], ident):
+        return False
     insert_sorted(keys, ids, key, ident)
     return True
 

@@ -188,6 +188,14 @@ def _fold_point_blocks(Q, cq, qn, X, cx, xn, inv_cx, margin, starts, out_i, out_
             fold(G, qa, cq[a:b], qn[a:b], X, cx, xn, inv_cx, s, margin, ub, out_d[a:b], out_i[a:b], evaluated[a:b])
 
 
+def _on_threads(run, n_groups):
+    """``run(g)`` for every group ``g < n_groups``, each on its own thread, with BLAS held to one thread (the
+    groups' products and serial folds release the GIL); a task's exception is raised here."""
+    with _blas_controller().limit(limits=1, user_api="blas"):
+        with ThreadPoolExecutor(max_workers=n_groups) as pool:
+            list(pool.map(run, range(n_groups)))
+
+
 def _scan_point_groups(Q, cq, qn, X, cx, xn, inv_cx, margin, starts, n_groups, out_i, out_d, evaluated):
     """:func:`gram_knn_delta`'s scan with the point blocks split into ``n_groups`` contiguous groups.
 
@@ -211,9 +219,7 @@ def _scan_point_groups(Q, cq, qn, X, cx, xn, inv_cx, margin, starts, n_groups, o
         _fold_point_blocks(Q, cq, qn, X, cx, xn, inv_cx, margin, starts[bounds[g]:bounds[g + 1]], part_i[g],
                            part_d[g], part_e[g], _fold_block_serial)
 
-    with _blas_controller().limit(limits=1, user_api="blas"):
-        with ThreadPoolExecutor(max_workers=n_groups) as pool:
-            list(pool.map(run, range(n_groups)))  # list(): raises a task's exception here
+    _on_threads(run, n_groups)
     merge_in_block_order(np.ascontiguousarray(part_i.transpose(1, 0, 2)),
                          np.ascontiguousarray(part_d.transpose(1, 0, 2)), out_i, out_d)
     evaluated += part_e.sum(axis=0)
@@ -229,7 +235,7 @@ def _scan_query_groups(Q, cq, qn, X, cx, xn, inv_cx, margin, starts, n_groups, o
     order as in one scan, so the lists and ``evaluated`` are the same. (With
     BLAS and numba's folds taking turns on the threads instead, each pool spins
     while the other works: on 2 threads such a batch, 100,000 queries against
-    1,024 points at 10-D, took 3.3x as long as on one.)
+    1,024 points at 10-D, took 3.2x as long as on one: docs/benchmarks.md.)
     """
     m = Q.shape[0]
     blocks = -(-m // QUERY_BLOCK)
@@ -241,9 +247,7 @@ def _scan_query_groups(Q, cq, qn, X, cx, xn, inv_cx, margin, starts, n_groups, o
         _fold_point_blocks(Q[a:b], cq[a:b], qn[a:b], X, cx, xn, inv_cx, margin, starts, out_i[a:b], out_d[a:b],
                            evaluated[a:b], _fold_block_serial)
 
-    with _blas_controller().limit(limits=1, user_api="blas"):
-        with ThreadPoolExecutor(max_workers=n_groups) as pool:
-            list(pool.map(run, range(n_groups)))  # list(): raises a task's exception here
+    _on_threads(run, n_groups)
 
 
 def gram_knn_delta(Q, cq, X, cx, k, *, return_evaluated=False):

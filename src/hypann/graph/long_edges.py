@@ -29,9 +29,9 @@ row:
 * **The long edges of ``p``** are its kept candidates that are not in its k-NN
   row, the nearest :data:`N_LONG`.
 
-Inside a cluster the sample points are dominated by the k-NN row, so most
-points get none; the points on a cluster's rim facing other clusters get
-edges to them. The pruning is the one that made Vamana collapse here
+Sample points behind a point's own neighbours are dominated by them, so the
+edges go where the k-NN row does not reach: from the rims of clusters to the
+clusters around them. The pruning is the one that made Vamana collapse here
 (:mod:`hypann.graph.knn_graph`), but there it cut the neighbour lists
 themselves; these edges are added in front of the k-NN rows, which are not
 pruned (a full row of ``max_degree`` loses its farthest entries, as with the
@@ -49,7 +49,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from hypann.geometry._kernels import delta_row, delta_row_below
+from hypann.geometry._kernels import delta_row, delta_row_below, holds
 from hypann.geometry.gram_scan import knn_delta_scan
 
 __all__ = ["long_edges", "sample_size", "N_LONG"]
@@ -143,21 +143,20 @@ def _long_row(p, points, conf, row, sample, near, near_d, cand_i, cand_d, from_s
     deltas. Buffers: ``cand_i``, ``cand_d``, ``from_sample`` of ``len(row) + len(near)`` entries (every candidate
     once), ``kept`` of :data:`KEEP`.
     """
-    n = points.shape[0]
     m = 0
     for t in range(row.shape[0]):
         v = row[t]
         if v < 0:
             break
-        if v == p or _holds(cand_i, m, v):
+        if v == p or holds(cand_i, m, v):
             continue
         m = _insert(cand_i, cand_d, from_sample, m, v, delta_row(points[p], conf[p], points[v], conf[v]), False)
     for t in range(near.shape[0]):
         s = near[t]
         if s < 0:
             break
-        v = sample[s]
-        if v == p or v >= n or _holds(cand_i, m, v):
+        v = sample[s]  # a row of [0, n): drawn by long_edges
+        if v == p or holds(cand_i, m, v):
             continue
         m = _insert(cand_i, cand_d, from_sample, m, v, near_d[t], True)
     n_kept = 0
@@ -182,15 +181,6 @@ def _long_row(p, points, conf, row, sample, near, near_d, cand_i, cand_d, from_s
             break
     for t in range(n_out, out.shape[0]):
         out[t] = -1
-
-
-@nb.njit(cache=True, inline="always")
-def _holds(ids, m, v):
-    """Whether ``v`` is among ``ids[:m]``."""
-    for t in range(m):
-        if ids[t] == v:
-            return True
-    return False
 
 
 @nb.njit(cache=True, inline="always")
