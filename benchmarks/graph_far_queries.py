@@ -122,14 +122,7 @@ def usearch_rows(problems, repeats):
         _, queries = problem.lifted(np.float64)
         for ef in peers.USEARCH_EXPANSIONS:
             index.expansion_search = int(ef)
-
-            def query(q=queries):
-                found = index.search(q, K, threads=1)
-                keys = np.asarray(found.keys).astype(np.int64)
-                keys[np.arange(K)[None, :] >= np.asarray(found.counts)[:, None]] = -1
-                return keys
-
-            query_s, ids = median_time(query, repeats=repeats)
+            query_s, ids = median_time(lambda q=queries: peers.usearch_ids(index, q, K), repeats=repeats)
             rows.append({**peers._row(problem, "usearch", {"setting": f"expansion_search={ef}"}, ids, query_s,
                                       build_s, 0), "queries": name, "default": ef == 64})
     del keep_alive
@@ -140,12 +133,7 @@ def summary(rows):
     """Per case and query set, per method: recall at its default setting, and the fastest setting reaching
     :data:`TARGET` (its recall and speed over brute force)."""
     out = []
-    keys = []
-    for r in rows:
-        key = (r["family"], r["dim"], r["queries"])
-        if key not in keys:
-            keys.append(key)
-    for family, dim, queries in keys:
+    for family, dim, queries in dict.fromkeys((r["family"], r["dim"], r["queries"]) for r in rows):
         got = [r for r in rows if (r["family"], r["dim"], r["queries"]) == (family, dim, queries)]
         line = {"family": family, "dim": dim, "queries": queries}
         for method, short in (("hypann graph", "graph"), ("pynndescent", "pynndescent"), ("usearch", "usearch")):

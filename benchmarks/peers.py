@@ -218,6 +218,14 @@ def usearch_poincare_metric(dim):
     return metric, poincare_delta
 
 
+def usearch_ids(index, queries, k):
+    """The ``k`` nearest keys of each query in a usearch ``index`` (one thread), ``-1`` past its found count."""
+    found = index.search(queries, k, threads=1)
+    keys = np.asarray(found.keys).astype(np.int64)
+    keys[np.arange(k)[None, :] >= np.asarray(found.counts)[:, None]] = -1
+    return keys
+
+
 def run_usearch(problem, *, connectivity=16, expansion_add=128, expansions=USEARCH_EXPANSIONS, repeats=3):
     """usearch HNSW with the numba Poincare metric, float64 storage, one thread."""
     from usearch.index import Index
@@ -237,14 +245,7 @@ def run_usearch(problem, *, connectivity=16, expansion_add=128, expansions=USEAR
     for ef in expansions:
         index.expansion_search = int(ef)
 
-        def query():
-            m = index.search(queries, problem.k, threads=1)
-            keys = np.asarray(m.keys).astype(np.int64)
-            counts = np.asarray(m.counts)
-            keys[np.arange(problem.k)[None, :] >= counts[:, None]] = -1
-            return keys
-
-        query_s, ids = median_time(query, repeats=repeats)
+        query_s, ids = median_time(lambda: usearch_ids(index, queries, problem.k), repeats=repeats)
         rows.append(_row(problem, "usearch HNSW + numba Poincare (f64)",
                          {"connectivity": connectivity, "expansion_add": expansion_add, "expansion_search": ef},
                          ids, query_s, build_s, int(index.memory_usage), metric_compile_s=compile_s))
