@@ -207,7 +207,7 @@ from hypann.geometry.gram_scan import knn_delta_scan
 from hypann.graph.copies import copy_leaders
 from hypann.graph.long_edges import long_edges
 from hypann.graph.partition_tree import (build_forest, build_tree, forest_index_dtype, mix_seed, pivot_sums, split_key,
-                                         split_sums_for, splitmix64)
+                                         split_sums_for, splitmix64, upper_pivots)
 from hypann.graph.vamana import GraphSearchResult, _list_offer
 from hypann.metrics import recall_per_query
 
@@ -237,6 +237,13 @@ N_BRIDGES = 4
 KEEP_TREES_UP_TO = 0.25
 # Pivots of tree nodes with at most this many leaves' worth of points seed the search.
 PIVOT_SEED_LEAVES = 8
+#: A query is *far from the data* when its distance to the nearest point its walk found exceeds ``FAR_RATIO``
+#: times the distance from that point to the walk's ``FAR_RANK``-th: then the pivots of the entry tree's first
+#: ``UPPER_LEVELS`` levels (at most ``2 (2^UPPER_LEVELS - 1)`` points spread over the data) are offered to its
+#: list and the walk goes on (module docstring, "Queries far from the data").
+FAR_RATIO = 4.0
+FAR_RANK = 10
+UPPER_LEVELS = 8
 # Indexed points whose leave-one-out search calibrates the default ef, and their k.
 CALIBRATION_SIZE = 256
 CALIBRATION_K = 10
@@ -1095,11 +1102,15 @@ def _offer_batch(q, cq, points, conf, batch, got, lst_d, lst_i, lst_e, size, ef,
 
 @nb.njit(cache=True)
 def _search_one(points, conf, nbrs, pivots, thresholds, children, ranges, order, leaf_order, split_keys, n_seeds,
-                pivot_node_size, q, cq, ef, budget, exclude, seen, tag, lst_d, lst_i, lst_e):
+                pivot_node_size, upper, q, cq, ef, budget, exclude, seen, tag, lst_d, lst_i, lst_e):
     """Best-first search for ``q`` with a list of ``ef`` entries, seeded from the tree leaf of ``q``.
 
     Fills ``lst_d/lst_i`` (ascending, ``inf``/-1 pad; ids of ``points``' rows)
     and returns the number of distance evaluations (at most ``budget``).
+    When the walk ends far from the data (the module docstring's test with
+    :data:`FAR_RATIO` and :data:`FAR_RANK`), the points ``upper`` (the entry
+    tree's upper pivots; none: no second stage) are offered to the list and
+    the walk goes on from its nearest unexpanded entry.
     ``leaf_order``: the points are stored in the tree's leaf order, so leaf
     slot ``s`` is row ``s``; otherwise it is row ``order[s]``. ``split_keys``:
     the tree was built with ``split_sums`` (descended with the same sums,
@@ -1146,7 +1157,44 @@ def _search_one(points, conf, nbrs, pivots, thresholds, children, ranges, order,
             s += 1
         cnt += got
         size, _ = _offer_batch(q, cq, points, conf, batch, got, lst_d, lst_i, lst_e, size, ef, ef)
+    size, cnt = _expand(q, cq, points, conf, nbrs, budget, seen, tag, batch, lst_d, lst_i, lst_e, size, ef, cnt)
+    if upper.shape[0] == 0 or size < 2 or cnt >= budget:
+        return cnt
+    # far from the data (module docstring): the walk found points much nearer each other than q. The
+    # spread is between found points, not an examined one: not counted (the paper's samples)
+    first = lst_i[0]
+    last = lst_i[min(size, FAR_RANK) - 1]
+    spread = delta_row(points[first], conf[first], points[last], conf[last])
+    if spread == 0.0:  # copies of one point (a graph in input order): the list's last entry
+        last = lst_i[size - 1]
+        spread = delta_row(points[first], conf[first], points[last], conf[last])
+    # d = 2 asinh(sqrt(delta)); a list of copies only (spread 0) tells nothing
+    if not (spread > 0.0 and np.arcsinh(np.sqrt(lst_d[0])) > FAR_RATIO * np.arcsinh(np.sqrt(spread))):
+        return cnt
+    h = 0
+    while h < upper.shape[0] and cnt < budget:
+        got = 0
+        while h < upper.shape[0] and got < 4 and cnt + got < budget:
+            got = _take_unvisited(upper[h], n, seen, tag, batch, got)
+            h += 1
+        cnt += got
+        size, _ = _offer_batch(q, cq, points, conf, batch, got, lst_d, lst_i, lst_e, size, ef, ef)
+    size, cnt = _expand(q, cq, points, conf, nbrs, budget, seen, tag, batch, lst_d, lst_i, lst_e, size, ef, cnt)
+    return cnt
+
+
+@nb.njit(cache=True, inline="always")
+def _expand(q, cq, points, conf, nbrs, budget, seen, tag, batch, lst_d, lst_i, lst_e, size, ef, cnt):
+    """Best-first expansion of the search list from its nearest unexpanded entry until every entry is
+    expanded or ``cnt`` (evaluations so far) reaches ``budget``; returns ``(size, cnt)``.
+
+    Expanding an entry offers its unvisited out-neighbours, four at a time
+    (:func:`_offer_batch`); the next entry expanded is the nearest one not yet expanded.
+    """
+    n = nbrs.shape[0]  # the graph's nodes: the points, or their first rows when copies are grouped
     cur = 0
+    while cur < size and lst_e[cur]:
+        cur += 1
     deg = nbrs.shape[1]
     while cur < size and cnt < budget:
         p = lst_i[cur]
@@ -1168,7 +1216,7 @@ def _search_one(points, conf, nbrs, pivots, thresholds, children, ranges, order,
         cur = low if low <= cur else cur + 1
         while cur < size and lst_e[cur]:
             cur += 1
-    return cnt
+    return size, cnt
 
 
 @nb.njit(cache=True, inline="always")
@@ -1183,8 +1231,8 @@ def _emit_row(u, d, n, row_i, row_d, out):
 
 @nb.njit(cache=True)
 def _search_range(points, conf, nbrs, pivots, thresholds, children, ranges, order, leaf_order, split_keys,
-                  n_seeds, pivot_node_size, groups, queries, q_conf, ef, budget, exclude, first, stop, seen, tag0,
-                  out_i, out_d, samples):
+                  n_seeds, pivot_node_size, groups, upper, queries, q_conf, ef, budget, exclude, first, stop, seen,
+                  tag0, out_i, out_d, samples):
     """Search queries ``first <= i < stop`` (:func:`_search_one`) into rows ``i`` of the outputs.
 
     Query ``i`` marks what it visits in ``seen`` with tag ``tag0 + i``; the
@@ -1204,7 +1252,7 @@ def _search_range(points, conf, nbrs, pivots, thresholds, children, ranges, orde
     lst_e = np.empty(ef, dtype=np.bool_)
     for i in range(first, stop):
         samples[i] = _search_one(points, conf, nbrs, pivots, thresholds, children, ranges, order, leaf_order,
-                                 split_keys, n_seeds, pivot_node_size, queries[i], q_conf[i], ef, budget[i],
+                                 split_keys, n_seeds, pivot_node_size, upper, queries[i], q_conf[i], ef, budget[i],
                                  exclude[i], seen, tag0 + i, lst_d, lst_i, lst_e)
         out = 0
         for t in range(ef):
@@ -1227,7 +1275,7 @@ def _search_range(points, conf, nbrs, pivots, thresholds, children, ranges, orde
 
 @nb.njit(cache=True, parallel=True)
 def _search(points, conf, nbrs, pivots, thresholds, children, ranges, order, leaf_order, split_keys, n_seeds,
-            pivot_node_size, groups, queries, q_conf, k, ef, budget, exclude, n_chunks, seen, tag0):
+            pivot_node_size, groups, upper, queries, q_conf, k, ef, budget, exclude, n_chunks, seen, tag0):
     """Search every query (:func:`_search_range`), parallel over chunks of queries.
 
     ``seen`` holds one row of visited marks per thread (``numba.get_thread_id()``
@@ -1243,14 +1291,14 @@ def _search(points, conf, nbrs, pivots, thresholds, children, ranges, order, lea
     per = (m + n_chunks - 1) // n_chunks
     for ch in nb.prange(n_chunks):
         _search_range(points, conf, nbrs, pivots, thresholds, children, ranges, order, leaf_order, split_keys,
-                      n_seeds, pivot_node_size, groups, queries, q_conf, ef, budget, exclude, ch * per,
+                      n_seeds, pivot_node_size, groups, upper, queries, q_conf, ef, budget, exclude, ch * per,
                       min(m, (ch + 1) * per), seen[nb.get_thread_id()], tag0, out_i, out_d, samples)
     return out_i, out_d, samples
 
 
 @nb.njit(cache=True)
 def _search_serial(points, conf, nbrs, pivots, thresholds, children, ranges, order, leaf_order, split_keys,
-                   n_seeds, pivot_node_size, groups, queries, q_conf, k, ef, budget, exclude, seen, tag0):
+                   n_seeds, pivot_node_size, groups, upper, queries, q_conf, k, ef, budget, exclude, seen, tag0):
     """:func:`_search` on the calling thread (one row of marks ``seen``, tags from ``tag0`` on).
 
     For batches of at most ``SERIAL_MAX_QUERIES`` queries: no thread-pool launch.
@@ -1260,15 +1308,15 @@ def _search_serial(points, conf, nbrs, pivots, thresholds, children, ranges, ord
     out_i = np.full((m, k), -1, dtype=np.int64)
     samples = np.zeros(m, dtype=np.int64)
     _search_range(points, conf, nbrs, pivots, thresholds, children, ranges, order, leaf_order, split_keys, n_seeds,
-                  pivot_node_size, groups, queries, q_conf, ef, budget, exclude, 0, m, seen, tag0, out_i, out_d,
+                  pivot_node_size, groups, upper, queries, q_conf, ef, budget, exclude, 0, m, seen, tag0, out_i, out_d,
                   samples)
     return out_i, out_d, samples
 
 
 @nb.njit(cache=True)
 def _search_coordinates(points, conf, nbrs, pivots, thresholds, children, ranges, order, leaf_order, split_keys,
-                        n_seeds, pivot_node_size, groups, X, c, lorentz, ef, budget, exclude, seen, tag, out_i, out_d,
-                        samples):
+                        n_seeds, pivot_node_size, groups, upper, X, c, lorentz, ef, budget, exclude, seen, tag, out_i,
+                        out_d, samples):
     """One query given by its coordinates ``X`` (1, d), or (1, d+1) on the hyperboloid when ``lorentz``, in
     curvature ``-c``: its input check
     (:func:`~hypann.geometry._kernels.one_query_start`, which fills ``out_i``, ``out_d`` (1, k) and
@@ -1278,8 +1326,8 @@ def _search_coordinates(points, conf, nbrs, pivots, thresholds, children, ranges
     queries, q_conf, valid = one_query_start(X, c, lorentz, out_i, out_d, samples)
     if valid:
         _search_range(points, conf, nbrs, pivots, thresholds, children, ranges, order, leaf_order, split_keys,
-                      n_seeds, pivot_node_size, groups, queries, q_conf, ef, budget, exclude, 0, 1, seen[0], tag,
-                      out_i, out_d, samples)
+                      n_seeds, pivot_node_size, groups, upper, queries, q_conf, ef, budget, exclude, 0, 1, seen[0],
+                      tag, out_i, out_d, samples)
     return valid
 
 
@@ -1676,7 +1724,8 @@ class HyperbolicGraphIndex:
             kept = self.__dict__["_kernel_structure"] = (
                 self.points_, self.conformal_, self.neighbors_, self.tree_pivots_, self.tree_thresholds_,
                 self.tree_children_, self.tree_ranges_, self.tree_order_, self.in_leaf_order_, self.split_keys_,
-                self.leaf_size, PIVOT_SEED_LEAVES * self.leaf_size, self.copy_groups_)
+                self.leaf_size, PIVOT_SEED_LEAVES * self.leaf_size, self.copy_groups_,
+                upper_pivots(self.tree_pivots_, self.tree_children_, UPPER_LEVELS))
         return kept
 
     def _visited_marks(self):
@@ -1697,7 +1746,7 @@ class HyperbolicGraphIndex:
             ex = np.full(m, -1, dtype=np.int64) if exclude is None else np.ascontiguousarray(exclude, dtype=np.int64)
         structure = self._structure()
         if not copies:
-            structure = (*structure[:-1], _NO_GROUPS)
+            structure = (*structure[:-2], _NO_GROUPS, structure[-1])
         marks = self._visited_marks()
         # larger batches take the parallel kernel also on one thread, so that a build (the calibration's
         # batches) runs it whatever the thread count (first_use_kernels)

@@ -287,3 +287,21 @@ def split_key(da, db):
     descends to its own leaf (up to ties of the key).
     """
     return da / db if db > 0.0 else np.inf
+
+
+def upper_pivots(pivots, children, levels):
+    """The pivots of the internal nodes of a tree's first ``levels`` levels (the root's is level 0), level by
+    level, as an int64 array of at most ``2 (2^levels - 1)`` point ids (a point may appear twice).
+
+    ``pivots``/``children``: a tree of :func:`build_tree` (children's ids above their parent's, so the walk
+    down ends).
+    """
+    out = []
+    level = np.zeros(1, dtype=np.int64)
+    for _ in range(levels):
+        inner = level[children[level, 0] >= 0]
+        if inner.shape[0] == 0:
+            break
+        out.append(pivots[inner].ravel())
+        level = children[inner].ravel()
+    return np.concatenate(out).astype(np.int64) if out else np.empty(0, dtype=np.int64)

@@ -1,0 +1,120 @@
+"""The graph search's second stage for queries far from the data: the entry tree's upper pivots.
+
+A walk whose nearest found point is more than ``FAR_RATIO`` times as far from the query as the
+found points are from each other offers the pivots of the entry tree's first ``UPPER_LEVELS``
+levels to its list and walks on (:mod:`hypann.graph.knn_graph`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import hypann
+from hypann.datasets.families import far_queries, make_family
+from hypann.geometry._kernels import brute_knn_delta, conformal_factor, delta_row
+from hypann.graph import HyperbolicGraphIndex, knn_graph
+from hypann.graph.partition_tree import build_tree, upper_pivots
+
+pytestmark = pytest.mark.kernels  # also run under NUMBA_BOUNDSCHECK=1 (make test)
+
+
+def _no_upper_pivots(monkeypatch):
+    monkeypatch.setattr(knn_graph, "upper_pivots", lambda pivots, children, levels: np.empty(0, dtype=np.int64))
+
+
+@pytest.fixture(scope="module")
+def boundary_heavy():
+    """5,000 boundary-heavy points (10-D), far queries, and the graph built on them."""
+    X = np.ascontiguousarray(make_family("boundary_heavy", 5000, 10, seed=1))
+    cx = conformal_factor(X)
+    Q = far_queries(X, 200, seed=2)
+    return X, cx, Q, conformal_factor(Q), HyperbolicGraphIndex(random_state=0).build(X, cx, keep_order=True)
+
+
+def _recall(g, X, cx, Q, cq):
+    true_ids, _ = brute_knn_delta(Q, cq, X, cx, 10)
+    found = g.search(Q, cq, 10).ids
+    return np.mean([len(np.intersect1d(a, b)) / 10 for a, b in zip(found, true_ids)])
+
+
+def test_upper_pivots_find_the_neighbours_of_far_queries(boundary_heavy, monkeypatch):
+    # the walk stops in the cluster its leaf holds; the upper pivots lie in many clusters
+    # (on these data: recall 0.79 with the long edges alone)
+    X, cx, Q, cq, g = boundary_heavy
+    g.__dict__.pop("_kernel_structure", None)
+    with_upper = _recall(g, X, cx, Q, cq)
+    _no_upper_pivots(monkeypatch)
+    g.__dict__.pop("_kernel_structure", None)
+    without = _recall(g, X, cx, Q, cq)
+    monkeypatch.undo()
+    g.__dict__.pop("_kernel_structure", None)
+    assert with_upper >= 0.95 and with_upper >= without + 0.1, (with_upper, without)
+
+
+def test_queries_at_indexed_points_never_take_the_second_stage(boundary_heavy, monkeypatch):
+    # distance 0 to the nearest found point is never far: the same answers and counts without the stage
+    X, cx, Q, cq, g = boundary_heavy
+    at = np.ascontiguousarray(X[::25])
+    g.__dict__.pop("_kernel_structure", None)
+    with_upper = g.search(at, cx[::25], 10)
+    _no_upper_pivots(monkeypatch)
+    g.__dict__.pop("_kernel_structure", None)
+    without = g.search(at, cx[::25], 10)
+    monkeypatch.undo()
+    g.__dict__.pop("_kernel_structure", None)
+    for a, b in zip(with_upper, without):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_far_queries_keep_the_budget_and_report_true_deltas(boundary_heavy):
+    X, cx, Q, cq, g = boundary_heavy
+    unlimited = g.search(Q, cq, 10).samples
+    assert np.any(unlimited > 300)  # the stage ran
+    for budget in (0, 1, 7, 60, 300, 700):
+        res = g.search(Q, cq, 10, budget=budget)
+        assert np.all(res.samples <= budget)
+        for q, c, ids, deltas in zip(Q, cq, res.ids, res.deltas):
+            found = ids >= 0
+            assert len(np.unique(ids[found])) == found.sum()
+            assert np.all(np.diff(deltas[found]) >= 0)
+            np.testing.assert_array_equal(deltas[found], [delta_row(q, c, X[i], cx[i]) for i in ids[found]])
+
+
+@pytest.mark.parametrize("config", [dict(algorithm="graph"), dict(algorithm="graph", exact=True)],
+                         ids=["graph", "graph-exact"])
+def test_far_queries_one_per_call_equal_the_batch(config):
+    X = make_family("gaussian_mixture", 3000, 6, seed=3)
+    Q = far_queries(X, 30, seed=4)
+    index = hypann.HyperbolicIndex(random_state=0, verbose=False, **config).build(X)
+    for kw in (dict(k=7), dict(k=3, budget=400)):
+        batch = index.search(Q, **kw)
+        for i in range(len(Q)):
+            one = index.search(Q[i:i + 1], **kw)
+            np.testing.assert_array_equal(one.indices[0], batch.indices[i])
+            np.testing.assert_array_equal(one.distances[0], batch.distances[i])
+            np.testing.assert_array_equal(one.stats.samples[0], batch.stats.samples[i])
+    if config.get("exact"):
+        ref = hypann.HyperbolicIndex(algorithm="brute").build(X).search(Q, 7)
+        np.testing.assert_array_equal(index.search(Q, 7).distances, ref.distances)
+
+
+def _pivots_above(pivots, children, node, depth, levels, out):
+    """The pivots of ``node``'s subtree down to level ``levels - 1``, written out recursively."""
+    if depth >= levels or children[node, 0] < 0:
+        return
+    out.extend(pivots[node])
+    for child in children[node]:
+        _pivots_above(pivots, children, child, depth + 1, levels, out)
+
+
+@pytest.mark.parametrize("n, leaf_size", [(1, 4), (10, 16), (700, 4), (5000, 32)])
+@pytest.mark.parametrize("levels", [0, 1, 3, 8])
+def test_upper_pivots_are_the_pivots_of_the_first_levels(n, leaf_size, levels):
+    X = make_family("gaussian_mixture", n, 4, seed=n)
+    pivots, _, children, _, _ = build_tree(X, leaf_size, np.uint64(7))
+    got = upper_pivots(pivots, children, levels)
+    ref = []
+    _pivots_above(pivots, children, 0, 0, levels, ref)
+    assert got.dtype == np.int64 and got.shape[0] <= 2 * (2 ** levels - 1)
+    np.testing.assert_array_equal(np.sort(got), np.sort(np.asarray(ref, dtype=np.int64)))
