@@ -339,7 +339,7 @@ def test_near_duplicates_do_not_make_the_default_list_as_long_as_the_data(caplog
     instead of a list of every node (a scan of the whole graph on every default search).
 
     Without the far queries' second stage: a left-out point of such a group is far from every point its walk
-    finds, and the entry tree's upper pivots reach its group (recall 1.0 at ``ef = 1024`` then)."""
+    finds, and the entry tree's upper pivots reach its group (the calibration then reaches 1.0)."""
     monkeypatch.setattr(knn_graph, "upper_pivots", lambda pivots, children, levels: np.empty(0, dtype=np.int64))
     rng = np.random.default_rng(1)
     v = np.repeat(rng.standard_normal((500, 10)) * 2, 10, axis=0)

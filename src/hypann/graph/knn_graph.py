@@ -139,8 +139,8 @@ The design here
   0.51-0.59 to 0.79-0.99 on boundary-heavy data and from 0.83-0.90 to
   0.88-0.92 on the mixtures, at up to 3.7x their evaluations; held-out
   queries kept their recall, and their evaluations changed only on WordNet
-  10-D (208 to 216 a query) (``docs/benchmarks.md``, "Queries far from the
-  data: a second stage").
+  10-D (208 to 216 a query) and the 100-D mixture (189 to 191)
+  (``docs/benchmarks.md``, "Queries far from the data: a second stage").
 * **Copies.** With ``keep_order`` (``algorithm="graph"``) each group of exact
   copies (equal stored rows, :mod:`hypann.graph.copies`) is one node: the graph
   and its entry tree are built over the first row of each group, and a search
@@ -256,7 +256,7 @@ PIVOT_SEED_LEAVES = 8
 #: A query is *far from the data* when its distance to the nearest point its walk found exceeds ``FAR_RATIO``
 #: times the distance from that point to the walk's ``FAR_RANK``-th: then the pivots of the entry tree's first
 #: ``UPPER_LEVELS`` levels (at most ``2 (2^UPPER_LEVELS - 1)`` points spread over the data) are offered to its
-#: list and the walk goes on (module docstring, "Queries far from the data").
+#: list and the walk goes on (module docstring, "A second stage for queries far from the data").
 FAR_RATIO = 4.0
 FAR_RANK = 10
 UPPER_LEVELS = 8
@@ -1778,7 +1778,8 @@ class HyperbolicGraphIndex:
             marks.give(seen, tag0 + m)
 
     def search(self, queries, q_conformal, k, *, ef=None, budget=None, L=None) -> GraphSearchResult:
-        """Best-first search with a list of ``ef`` entries from the tree leaf of each query.
+        """Best-first search with a list of ``ef`` entries from the tree leaf of each query (and from the
+        entry tree's upper pivots when the walk ends far from the data: the module docstring).
 
         Parameters
         ----------
