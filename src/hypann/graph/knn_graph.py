@@ -260,6 +260,8 @@ PIVOT_SEED_LEAVES = 8
 FAR_RATIO = 4.0
 FAR_RANK = 10
 UPPER_LEVELS = 8
+#: ... and its search list grows to at least this many entries.
+FAR_EF = 64
 # Indexed points whose leave-one-out search calibrates the default ef, and their k.
 CALIBRATION_SIZE = 256
 CALIBRATION_K = 10
@@ -1124,9 +1126,11 @@ def _search_one(points, conf, nbrs, pivots, thresholds, children, ranges, order,
     Fills ``lst_d/lst_i`` (ascending, ``inf``/-1 pad; ids of ``points``' rows)
     and returns the number of distance evaluations (at most ``budget``).
     When the walk ends far from the data (the module docstring's test with
-    :data:`FAR_RATIO` and :data:`FAR_RANK`), the points ``upper`` (the entry
-    tree's upper pivots; none: no second stage) are offered to the list and
-    the walk goes on from its nearest unexpanded entry.
+    :data:`FAR_RATIO` and :data:`FAR_RANK`), the list grows to
+    ``max(ef, FAR_EF)`` entries (the buffers hold at least that many when
+    ``upper`` is not empty), the points ``upper`` (the entry tree's upper
+    pivots; none: no second stage) are offered to it, and the walk goes on
+    from its nearest unexpanded entry.
     ``leaf_order``: the points are stored in the tree's leaf order, so leaf
     slot ``s`` is row ``s``; otherwise it is row ``order[s]``. ``split_keys``:
     the tree was built with ``split_sums`` (descended with the same sums,
@@ -1187,6 +1191,13 @@ def _search_one(points, conf, nbrs, pivots, thresholds, children, ranges, order,
     # d = 2 asinh(sqrt(delta)); a list of copies only (spread 0) tells nothing
     if not (spread > 0.0 and np.arcsinh(np.sqrt(lst_d[0])) > FAR_RATIO * np.arcsinh(np.sqrt(spread))):
         return cnt
+    # the list grows to FAR_EF entries (its buffers hold them: _search_range)
+    far_ef = max(ef, min(FAR_EF, lst_d.shape[0]))
+    for t in range(ef, far_ef):
+        lst_d[t] = np.inf
+        lst_i[t] = -1
+        lst_e[t] = False
+    ef = far_ef
     h = 0
     while h < upper.shape[0] and cnt < budget:
         got = 0
@@ -1263,9 +1274,10 @@ def _search_range(points, conf, nbrs, pivots, thresholds, children, ranges, orde
     k = out_i.shape[1]
     n = points.shape[0]
     grouped = groups.shape[0] > 0
-    lst_d = np.empty(ef)
-    lst_i = np.empty(ef, dtype=np.int64)
-    lst_e = np.empty(ef, dtype=np.bool_)
+    cap = max(ef, FAR_EF) if upper.shape[0] else ef  # a far query's list grows to FAR_EF (_search_one)
+    lst_d = np.empty(cap)
+    lst_i = np.empty(cap, dtype=np.int64)
+    lst_e = np.empty(cap, dtype=np.bool_)
     for i in range(first, stop):
         samples[i] = _search_one(points, conf, nbrs, pivots, thresholds, children, ranges, order, leaf_order,
                                  split_keys, n_seeds, pivot_node_size, upper, queries[i], q_conf[i], ef, budget[i],
