@@ -132,14 +132,15 @@ The design here
   the ``FAR_RANK = 10``-th found point (``d(q, r_1) > 4 d(r_1, r_10)``, both
   from ``delta`` as ``2 asinh(sqrt(delta))``) is *far*: the pivots of the
   entry tree's first ``UPPER_LEVELS = 8`` levels (at most 510 points, spread
-  over the data as the tree splits it) are offered to its list, and the walk
-  goes on from the nearest unexpanded entry. The pivots count as evaluations
-  (within ``budget``); the spread's one delta, between two found points, does
-  not. On 20,000 points, far queries' recall@10 at ``ef_`` went from
-  0.51-0.59 to 0.79-0.99 on boundary-heavy data and from 0.83-0.90 to
-  0.88-0.92 on the mixtures, at up to 3.7x their evaluations; held-out
-  queries kept their recall, and their evaluations changed only on WordNet
-  10-D (208 to 216 a query) and the 100-D mixture (189 to 191)
+  over the data as the tree splits it) are offered to its list, which grows
+  to ``FAR_EF = 64`` entries (its neighbours may lie in several clusters),
+  and the walk goes on from the nearest unexpanded entry. The pivots count
+  as evaluations (within ``budget``); the spread's one delta, between two
+  found points, does not. On 20,000 points, far queries' recall@10 at
+  ``ef_`` went from 0.51-0.59 to 0.85-0.997 on boundary-heavy data and from
+  0.83-0.90 to 0.91-0.96 on the mixtures, at up to 5.7x their evaluations;
+  held-out queries kept their recall, and their evaluations changed only on
+  WordNet 10-D (208 to 229 a query) and the 100-D mixture (189 to 192)
   (``docs/benchmarks.md``, "Queries far from the data: a second stage").
 * **Copies.** With ``keep_order`` (``algorithm="graph"``) each group of exact
   copies (equal stored rows, :mod:`hypann.graph.copies`) is one node: the graph
