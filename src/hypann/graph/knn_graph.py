@@ -210,6 +210,7 @@ Subramanya et al., *DiskANN*, NeurIPS 2019 (Vamana, RobustPrune).
 from __future__ import annotations
 
 import logging
+import math
 import warnings
 
 import numba as nb
@@ -264,6 +265,10 @@ PIVOT_SEED_LEAVES = 8
 FAR_RATIO = 4.0
 FAR_RANK = 10
 UPPER_LEVELS = 8
+#: ``UPPER_LEVELS`` holds up to this many graph nodes; each doubling beyond adds a level (the pivots stay
+#: about ``n / 40`` points, see :func:`upper_levels`), up to ``UPPER_LEVELS_MAX`` (at most 8,190 pivots).
+UPPER_LEVELS_NODES = 20000
+UPPER_LEVELS_MAX = 12
 #: ... and its search list grows to at least this many entries.
 FAR_EF = 64
 # Indexed points whose leave-one-out search calibrates the default ef, and their k.
@@ -1757,7 +1762,7 @@ class HyperbolicGraphIndex:
                 self.points_, self.conformal_, self.neighbors_, self.tree_pivots_, self.tree_thresholds_,
                 self.tree_children_, self.tree_ranges_, self.tree_order_, self.in_leaf_order_, self.split_keys_,
                 self.leaf_size, PIVOT_SEED_LEAVES * self.leaf_size, self.copy_groups_,
-                upper_pivots(self.tree_pivots_, self.tree_children_, UPPER_LEVELS))
+                upper_pivots(self.tree_pivots_, self.tree_children_, upper_levels(self.n_nodes_)))
         return kept
 
     def _visited_marks(self):
@@ -1987,6 +1992,15 @@ class HyperbolicGraphIndex:
         return (f"{type(self).__name__}(n_neighbors={self.n_neighbors}, max_degree={self.max_degree}, ef={self.ef}, "
                 f"target_recall={self.target_recall}, leaf_size={self.leaf_size}, n_trees={self.n_trees}, "
                 f"max_rounds={self.max_rounds}, random_state={self.random_state}{fitted})")
+
+
+def upper_levels(n_nodes):
+    """Levels of the entry tree whose pivots a far query is offered: :data:`UPPER_LEVELS` up to
+    :data:`UPPER_LEVELS_NODES` graph nodes, one more per doubling beyond (rounded), at most
+    :data:`UPPER_LEVELS_MAX`. The long edges' sample stops growing at 1,024 points; the pivots keep
+    covering the data (``docs/benchmarks.md``, "Queries far from the data: a second stage")."""
+    extra = max(0, round(math.log2(max(n_nodes, 1) / UPPER_LEVELS_NODES)))
+    return min(UPPER_LEVELS + extra, UPPER_LEVELS_MAX)
 
 
 def _entry_tree(points, leaf_size, seed):
