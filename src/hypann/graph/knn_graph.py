@@ -264,6 +264,9 @@ PIVOT_SEED_LEAVES = 8
 #: list and the walk goes on (module docstring, "A second stage for queries far from the data").
 FAR_RATIO = 4.0
 FAR_RANK = 10
+#: ... or more, where more than ``1 - FAR_QUANTILE`` of the indexed points (left out) exceed ``FAR_RATIO``:
+#: then that quantile of their ratios (``HyperbolicGraphIndex._far_ratio``).
+FAR_QUANTILE = 0.98
 UPPER_LEVELS = 8
 #: ``UPPER_LEVELS`` holds up to this many graph nodes; each doubling beyond adds a level (the pivots stay
 #: about ``n / 40`` points, see :func:`upper_levels`), up to ``UPPER_LEVELS_MAX`` (at most 8,190 pivots).
@@ -1129,7 +1132,7 @@ def _offer_batch(q, cq, points, conf, batch, got, lst_d, lst_i, lst_e, size, ef,
 
 @nb.njit(cache=True)
 def _search_one(points, conf, nbrs, pivots, thresholds, children, ranges, order, leaf_order, split_keys, n_seeds,
-                pivot_node_size, upper, q, cq, ef, budget, exclude, seen, tag, lst_d, lst_i, lst_e):
+                pivot_node_size, upper, far_ratio, q, cq, ef, budget, exclude, seen, tag, lst_d, lst_i, lst_e):
     """Best-first search for ``q`` with a list of ``ef`` entries, seeded from the tree leaf of ``q``.
 
     Fills ``lst_d/lst_i`` (ascending, ``inf``/-1 pad; ids of ``points``' rows)
@@ -1198,7 +1201,7 @@ def _search_one(points, conf, nbrs, pivots, thresholds, children, ranges, order,
         last = lst_i[size - 1]
         spread = delta_row(points[first], conf[first], points[last], conf[last])
     # d = 2 asinh(sqrt(delta)); a list of copies only (spread 0) tells nothing
-    if not (spread > 0.0 and np.arcsinh(np.sqrt(lst_d[0])) > FAR_RATIO * np.arcsinh(np.sqrt(spread))):
+    if not (spread > 0.0 and np.arcsinh(np.sqrt(lst_d[0])) > far_ratio * np.arcsinh(np.sqrt(spread))):
         return cnt
     # the list grows to FAR_EF entries (its buffers hold them: _search_range)
     far_ef = max(ef, min(FAR_EF, lst_d.shape[0]))
@@ -1267,8 +1270,8 @@ def _emit_row(u, d, n, row_i, row_d, out):
 
 @nb.njit(cache=True)
 def _search_range(points, conf, nbrs, pivots, thresholds, children, ranges, order, leaf_order, split_keys,
-                  n_seeds, pivot_node_size, groups, upper, queries, q_conf, ef, budget, exclude, first, stop, seen,
-                  tag0, out_i, out_d, samples):
+                  n_seeds, pivot_node_size, groups, upper, far_ratio, queries, q_conf, ef, budget, exclude, first, stop,
+                  seen, tag0, out_i, out_d, samples):
     """Search queries ``first <= i < stop`` (:func:`_search_one`) into rows ``i`` of the outputs.
 
     Query ``i`` marks what it visits in ``seen`` with tag ``tag0 + i``; the
@@ -1289,8 +1292,8 @@ def _search_range(points, conf, nbrs, pivots, thresholds, children, ranges, orde
     lst_e = np.empty(cap, dtype=np.bool_)
     for i in range(first, stop):
         samples[i] = _search_one(points, conf, nbrs, pivots, thresholds, children, ranges, order, leaf_order,
-                                 split_keys, n_seeds, pivot_node_size, upper, queries[i], q_conf[i], ef, budget[i],
-                                 exclude[i], seen, tag0 + i, lst_d, lst_i, lst_e)
+                                 split_keys, n_seeds, pivot_node_size, upper, far_ratio, queries[i], q_conf[i], ef,
+                                 budget[i], exclude[i], seen, tag0 + i, lst_d, lst_i, lst_e)
         out = 0
         for t in range(ef):
             if out == k:
@@ -1312,7 +1315,7 @@ def _search_range(points, conf, nbrs, pivots, thresholds, children, ranges, orde
 
 @nb.njit(cache=True, parallel=True)
 def _search(points, conf, nbrs, pivots, thresholds, children, ranges, order, leaf_order, split_keys, n_seeds,
-            pivot_node_size, groups, upper, queries, q_conf, k, ef, budget, exclude, n_chunks, seen, tag0):
+            pivot_node_size, groups, upper, far_ratio, queries, q_conf, k, ef, budget, exclude, n_chunks, seen, tag0):
     """Search every query (:func:`_search_range`), parallel over chunks of queries.
 
     ``seen`` holds one row of visited marks per thread (``numba.get_thread_id()``
@@ -1328,14 +1331,15 @@ def _search(points, conf, nbrs, pivots, thresholds, children, ranges, order, lea
     per = (m + n_chunks - 1) // n_chunks
     for ch in nb.prange(n_chunks):
         _search_range(points, conf, nbrs, pivots, thresholds, children, ranges, order, leaf_order, split_keys,
-                      n_seeds, pivot_node_size, groups, upper, queries, q_conf, ef, budget, exclude, ch * per,
-                      min(m, (ch + 1) * per), seen[nb.get_thread_id()], tag0, out_i, out_d, samples)
+                      n_seeds, pivot_node_size, groups, upper, far_ratio, queries, q_conf, ef, budget, exclude,
+                      ch * per, min(m, (ch + 1) * per), seen[nb.get_thread_id()], tag0, out_i, out_d, samples)
     return out_i, out_d, samples
 
 
 @nb.njit(cache=True)
 def _search_serial(points, conf, nbrs, pivots, thresholds, children, ranges, order, leaf_order, split_keys,
-                   n_seeds, pivot_node_size, groups, upper, queries, q_conf, k, ef, budget, exclude, seen, tag0):
+                   n_seeds, pivot_node_size, groups, upper, far_ratio, queries, q_conf, k, ef, budget, exclude, seen,
+                   tag0):
     """:func:`_search` on the calling thread (one row of marks ``seen``, tags from ``tag0`` on).
 
     For batches of at most ``SERIAL_MAX_QUERIES`` queries: no thread-pool launch.
@@ -1345,15 +1349,15 @@ def _search_serial(points, conf, nbrs, pivots, thresholds, children, ranges, ord
     out_i = np.full((m, k), -1, dtype=np.int64)
     samples = np.zeros(m, dtype=np.int64)
     _search_range(points, conf, nbrs, pivots, thresholds, children, ranges, order, leaf_order, split_keys, n_seeds,
-                  pivot_node_size, groups, upper, queries, q_conf, ef, budget, exclude, 0, m, seen, tag0, out_i, out_d,
-                  samples)
+                  pivot_node_size, groups, upper, far_ratio, queries, q_conf, ef, budget, exclude, 0, m, seen, tag0,
+                  out_i, out_d, samples)
     return out_i, out_d, samples
 
 
 @nb.njit(cache=True)
 def _search_coordinates(points, conf, nbrs, pivots, thresholds, children, ranges, order, leaf_order, split_keys,
-                        n_seeds, pivot_node_size, groups, upper, X, c, lorentz, ef, budget, exclude, seen, tag, out_i,
-                        out_d, samples):
+                        n_seeds, pivot_node_size, groups, upper, far_ratio, X, c, lorentz, ef, budget, exclude, seen,
+                        tag, out_i, out_d, samples):
     """One query given by its coordinates ``X`` (1, d), or (1, d+1) on the hyperboloid when ``lorentz``, in
     curvature ``-c``: its input check
     (:func:`~hypann.geometry._kernels.one_query_start`, which fills ``out_i``, ``out_d`` (1, k) and
@@ -1363,8 +1367,8 @@ def _search_coordinates(points, conf, nbrs, pivots, thresholds, children, ranges
     queries, q_conf, valid = one_query_start(X, c, lorentz, out_i, out_d, samples)
     if valid:
         _search_range(points, conf, nbrs, pivots, thresholds, children, ranges, order, leaf_order, split_keys,
-                      n_seeds, pivot_node_size, groups, upper, queries, q_conf, ef, budget, exclude, 0, 1, seen[0],
-                      tag, out_i, out_d, samples)
+                      n_seeds, pivot_node_size, groups, upper, far_ratio, queries, q_conf, ef, budget, exclude, 0, 1,
+                      seen[0], tag, out_i, out_d, samples)
     return valid
 
 
@@ -1758,12 +1762,38 @@ class HyperbolicGraphIndex:
         after a build or a load and kept: scratch, not part of the state)."""
         kept = self.__dict__.get("_kernel_structure")
         if kept is None:
-            kept = self.__dict__["_kernel_structure"] = (
-                self.points_, self.conformal_, self.neighbors_, self.tree_pivots_, self.tree_thresholds_,
-                self.tree_children_, self.tree_ranges_, self.tree_order_, self.in_leaf_order_, self.split_keys_,
-                self.leaf_size, PIVOT_SEED_LEAVES * self.leaf_size, self.copy_groups_,
-                upper_pivots(self.tree_pivots_, self.tree_children_, upper_levels(self.n_nodes_)))
+            # without the far queries' stage (an infinite ratio) first, to measure the data's own ratio
+            base = (self.points_, self.conformal_, self.neighbors_, self.tree_pivots_, self.tree_thresholds_,
+                    self.tree_children_, self.tree_ranges_, self.tree_order_, self.in_leaf_order_, self.split_keys_,
+                    self.leaf_size, PIVOT_SEED_LEAVES * self.leaf_size, self.copy_groups_,
+                    upper_pivots(self.tree_pivots_, self.tree_children_, upper_levels(self.n_nodes_)), np.inf)
+            kept = self.__dict__["_kernel_structure"] = (*base[:-1], self._far_ratio(base))
         return kept
+
+    def _far_ratio(self, structure):
+        """The far queries' threshold (module docstring): ``FAR_RATIO``, or more where the indexed points
+        themselves are often far by it: the ``FAR_QUANTILE`` quantile of ``d(q, r_1) / d(r_1, r_10)`` over
+        ``CALIBRATION_SIZE`` nodes, each searched leave-one-out with a list of ``EF_LADDER[0]``, without
+        the stage. A function of the graph and the seed (not stored)."""
+        m = self.n_nodes_
+        if m <= FAR_RANK:
+            return FAR_RATIO
+        rng = np.random.default_rng([int(self.random_state) & 0xFFFFFFFFFFFFFFFF, 0xFA4])
+        sample = np.sort(rng.choice(m, size=min(m, CALIBRATION_SIZE), replace=False)).astype(np.int64)
+        points, conformal = self.points_, self.conformal_
+        ids, deltas, _ = self._run(points[sample], conformal[sample], FAR_RANK, EF_LADDER[0], None, sample,
+                                   copies=False, structure=structure)
+        first, last = ids[:, 0], ids[:, FAR_RANK - 1]
+        found = (first >= 0) & (last >= 0)
+        if self.in_leaf_order_:  # the answers are input rows; the graph's rows are their leaf positions
+            inverse = inverse_permutation(self.tree_order_)
+            first, last = inverse[np.where(found, first, 0)], inverse[np.where(found, last, 0)]
+        diff = points[first].astype(np.float64) - points[last]
+        spread = np.einsum("ij,ij->i", diff, diff) / (conformal[first] * conformal[last])
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratio = np.arcsinh(np.sqrt(deltas[:, 0])) / np.arcsinh(np.sqrt(spread))
+        ratio = ratio[found & (spread > 0.0) & np.isfinite(ratio)]
+        return float(max(FAR_RATIO, np.quantile(ratio, FAR_QUANTILE))) if ratio.shape[0] else FAR_RATIO
 
     def _visited_marks(self):
         """The searches' visited marks (made on the first search; scratch, not part of the state)."""
@@ -1772,18 +1802,19 @@ class HyperbolicGraphIndex:
             marks = self.__dict__.setdefault("_marks", VisitedMarks(self.n_nodes_))
         return marks
 
-    def _run(self, queries, q_conformal, k, ef, budget, exclude, *, copies=True):
+    def _run(self, queries, q_conformal, k, ef, budget, exclude, *, copies=True, structure=None):
         """Search kernels on checked queries; ``copies=False``: each found node without its copies (the
-        calibration's leave-one-out among the nodes)."""
+        calibration's leave-one-out among the nodes); ``structure``: the kernels' first arguments, default
+        :meth:`_structure`."""
         m = queries.shape[0]
         if budget is None and exclude is None and m <= SERIAL_MAX_QUERIES:  # the kernels only read them
             b, ex = _NO_BUDGETS[:m], _NO_EXCLUDES[:m]
         else:
             b = np.full(m, _NO_BUDGET if budget is None else budget, dtype=np.int64)
             ex = np.full(m, -1, dtype=np.int64) if exclude is None else np.ascontiguousarray(exclude, dtype=np.int64)
-        structure = self._structure()
+        structure = self._structure() if structure is None else structure
         if not copies:
-            structure = (*structure[:-2], _NO_GROUPS, structure[-1])
+            structure = (*structure[:-3], _NO_GROUPS, *structure[-2:])
         marks = self._visited_marks()
         # larger batches take the parallel kernel also on one thread, so that a build (the calibration's
         # batches) runs it whatever the thread count (first_use_kernels)
