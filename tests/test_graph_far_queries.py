@@ -118,3 +118,56 @@ def test_upper_pivots_are_the_pivots_of_the_first_levels(n, leaf_size, levels):
     _pivots_above(pivots, children, 0, 0, levels, ref)
     assert got.dtype == np.int64 and got.shape[0] <= 2 * (2 ** levels - 1)
     np.testing.assert_array_equal(np.sort(got), np.sort(np.asarray(ref, dtype=np.int64)))
+
+
+@pytest.mark.parametrize("n_nodes, levels", [(1, knn_graph.UPPER_LEVELS), (20000, knn_graph.UPPER_LEVELS),
+                                             (40000, knn_graph.UPPER_LEVELS + 1),
+                                             (80000, knn_graph.UPPER_LEVELS + 2),
+                                             (10 ** 9, knn_graph.UPPER_LEVELS_MAX)])
+def test_upper_levels_grow_one_per_doubling_up_to_a_cap(n_nodes, levels):
+    assert knn_graph.upper_levels(n_nodes) == levels
+
+
+def _tight_groups_with_satellites(n_groups, dim, seed):
+    """Groups of ten points 1e-6 apart (tangent space), each with one satellite 0.3 away: a satellite's nearest
+    points (its group) lie close together and far from it, as a leaf noun's siblings can in WordNet."""
+    rng = np.random.default_rng(seed)
+    centres = rng.standard_normal((n_groups, dim)) * 3
+    tight = np.repeat(centres, 10, axis=0) + 1e-6 * rng.standard_normal((10 * n_groups, dim))
+    away = rng.standard_normal((n_groups, dim))
+    satellites = centres + 0.3 * away / np.linalg.norm(away, axis=1, keepdims=True)
+    v = np.concatenate([tight, satellites])
+    r = np.linalg.norm(v, axis=1, keepdims=True)
+    return np.ascontiguousarray(np.tanh(r / 2) * v / r)
+
+
+def test_far_ratio_is_the_default_where_indexed_points_are_near_their_neighbours(boundary_heavy):
+    *_, g = boundary_heavy
+    assert g._structure()[-1] == knn_graph.FAR_RATIO
+
+
+def _took_the_stage(g, Q, ratio):
+    """Which queries the second stage ran for at threshold ``ratio`` (more evaluations than without it)."""
+    cq = conformal_factor(Q)
+    kept = g._structure()
+    try:
+        g.__dict__["_kernel_structure"] = (*kept[:-1], ratio)
+        with_stage = g.search(Q, cq, 10).samples
+        g.__dict__["_kernel_structure"] = (*kept[:-1], np.inf)
+        return with_stage > g.search(Q, cq, 10).samples
+    finally:
+        g.__dict__["_kernel_structure"] = kept
+
+
+def test_far_ratio_rises_where_indexed_points_are_themselves_far():
+    # one indexed point in 21 is a satellite, 'far' by FAR_RATIO from its group: the threshold rises to the
+    # indexed points' own 0.99 quantile, so that new satellites do not all take the second stage
+    points = _tight_groups_with_satellites(300, 8, 5)
+    X, Q = points[:3150], points[3150:]  # the groups, half of the satellites; the other half
+    g = HyperbolicGraphIndex(random_state=0).build(X, conformal_factor(X), keep_order=True)
+    ratio = g._structure()[-1]
+    assert ratio > knn_graph.FAR_RATIO
+    # a function of the graph and the seed, not stored: the same after a save and load
+    assert HyperbolicGraphIndex.from_arrays(g.to_arrays())._structure()[-1] == ratio
+    assert np.mean(_took_the_stage(g, Q, knn_graph.FAR_RATIO)) > 0.9
+    assert np.mean(_took_the_stage(g, Q, ratio)) < 0.6

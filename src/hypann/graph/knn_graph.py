@@ -266,7 +266,7 @@ FAR_RATIO = 4.0
 FAR_RANK = 10
 #: ... or more, where more than ``1 - FAR_QUANTILE`` of the indexed points (left out) exceed ``FAR_RATIO``:
 #: then that quantile of their ratios (``HyperbolicGraphIndex._far_ratio``).
-FAR_QUANTILE = 0.98
+FAR_QUANTILE = 0.99
 UPPER_LEVELS = 8
 #: ``UPPER_LEVELS`` holds up to this many graph nodes; each doubling beyond adds a level (the pivots stay
 #: about ``n / 40`` points, see :func:`upper_levels`), up to ``UPPER_LEVELS_MAX`` (at most 8,190 pivots).
