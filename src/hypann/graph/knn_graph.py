@@ -130,9 +130,13 @@ The design here
   never gets there. A walk that ends with its nearest found point ``r_1``
   more than ``FAR_RATIO = 4`` times as far from the query as ``r_1`` is from
   the ``FAR_RANK = 10``-th found point (``d(q, r_1) > 4 d(r_1, r_10)``, both
-  from ``delta`` as ``2 asinh(sqrt(delta))``) is *far*: the pivots of the
-  entry tree's first ``UPPER_LEVELS = 8`` levels (at most 510 points, spread
-  over the data as the tree splits it) are offered to its list, which grows
+  from ``delta`` as ``2 asinh(sqrt(delta))``) is *far*. (Where more than 1 %
+  of the indexed points, searched leave-one-out, are far by 4, as on WordNet
+  10-D, the threshold is their ``FAR_QUANTILE = 0.99`` quantile instead:
+  ``HyperbolicGraphIndex._far_ratio``.) Then the pivots of the entry tree's
+  first :func:`upper_levels` levels (8 up to 20,000 nodes, one more per
+  doubling, at most 12: 510 to 8,190 points, spread over the data as the tree
+  splits it) are offered to its list, which grows
   to ``FAR_EF = 64`` entries (its neighbours may lie in several clusters),
   and the walk goes on from the nearest unexpanded entry. The pivots count
   as evaluations (within ``budget``); the spread's one delta, between two
@@ -141,9 +145,10 @@ The design here
   0.83-0.90 to 0.91-0.96 on the mixtures, at up to 5.7x their evaluations;
   held-out queries kept their recall, and their evaluations changed only on
   WordNet 10-D (208 to 229 a query) and the 100-D mixture (189 to 192).
-  At 100,000 points far queries gain less (0.02-0.18; the 100-D mixture's
-  stay near 0.61): the long edges' sample and the upper pivots do not grow
-  with ``n`` (``docs/benchmarks.md``, "Queries far from the data: a second
+  At 100,000 points: boundary-heavy 0.38-0.84 to 0.76-0.93, the mixtures
+  0.58-0.89 to 0.86-0.95, at 2-10x their evaluations; held-out queries'
+  evaluations changed on WordNet 10-D (150 to 203) and the 100-D mixture
+  (562 to 592) (``docs/benchmarks.md``, "Queries far from the data: a second
   stage").
 * **Copies.** With ``keep_order`` (``algorithm="graph"``) each group of exact
   copies (equal stored rows, :mod:`hypann.graph.copies`) is one node: the graph
@@ -260,7 +265,7 @@ KEEP_TREES_UP_TO = 0.25
 PIVOT_SEED_LEAVES = 8
 #: A query is *far from the data* when its distance to the nearest point its walk found exceeds ``FAR_RATIO``
 #: times the distance from that point to the walk's ``FAR_RANK``-th: then the pivots of the entry tree's first
-#: ``UPPER_LEVELS`` levels (at most ``2 (2^UPPER_LEVELS - 1)`` points spread over the data) are offered to its
+#: :func:`upper_levels` levels (at most ``2 (2^levels - 1)`` points spread over the data) are offered to its
 #: list and the walk goes on (module docstring, "A second stage for queries far from the data").
 FAR_RATIO = 4.0
 FAR_RANK = 10
