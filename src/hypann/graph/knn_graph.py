@@ -1377,6 +1377,32 @@ def _search_coordinates(points, conf, nbrs, pivots, thresholds, children, ranges
     return valid
 
 
+@nb.njit(cache=True)
+def _far_ratios(points, conf, nbrs, pivots, thresholds, children, ranges, order, leaf_order, split_keys, n_seeds,
+                pivot_node_size, sample, seen, tag0):
+    """``asinh(sqrt(delta(q, r_1))) / asinh(sqrt(delta(r_1, r_10)))`` (the ratio of distances ``d(q, r_1) /
+    d(r_1, r_10)``) of every node ``q = sample[i]``, searched leave-one-out by :func:`_search_one` with a list of
+    ``FAR_RANK`` and no second stage; ``nan`` where fewer than ``FAR_RANK`` points are found or ``r_1`` and
+    ``r_10`` coincide. Query ``i`` marks ``seen`` with tag ``tag0 + i``; the rows are the graph's own."""
+    lst_d = np.empty(FAR_RANK)
+    lst_i = np.empty(FAR_RANK, dtype=np.int64)
+    lst_e = np.empty(FAR_RANK, dtype=np.bool_)
+    no_upper = np.empty(0, dtype=np.int64)
+    out = np.full(sample.shape[0], np.nan)
+    for i in range(sample.shape[0]):
+        p = sample[i]
+        _search_one(points, conf, nbrs, pivots, thresholds, children, ranges, order, leaf_order, split_keys, n_seeds,
+                    pivot_node_size, no_upper, np.inf, points[p], conf[p], FAR_RANK, _NO_BUDGET, p, seen,
+                    tag0 + i, lst_d, lst_i, lst_e)
+        first = lst_i[0]
+        last = lst_i[FAR_RANK - 1]
+        if first >= 0 and last >= 0:
+            spread = delta_row(points[first], conf[first], points[last], conf[last])
+            if spread > 0.0:
+                out[i] = np.arcsinh(np.sqrt(lst_d[0])) / np.arcsinh(np.sqrt(spread))
+    return out
+
+
 # --------------------------------------------------------------------------- calibration
 
 
@@ -1778,26 +1804,21 @@ class HyperbolicGraphIndex:
     def _far_ratio(self, structure):
         """The far queries' threshold (module docstring): ``FAR_RATIO``, or more where the indexed points
         themselves are often far by it: the ``FAR_QUANTILE`` quantile of ``d(q, r_1) / d(r_1, r_10)`` over
-        ``CALIBRATION_SIZE`` nodes, each searched leave-one-out with a list of ``EF_LADDER[0]``, without
-        the stage. A function of the graph and the seed (not stored)."""
+        ``CALIBRATION_SIZE`` nodes, each searched leave-one-out with a list of ``FAR_RANK`` without the stage
+        (:func:`_far_ratios`; ``structure``: the kernels' first arguments). A function of the graph and the
+        seed (not stored)."""
         m = self.n_nodes_
         if m <= FAR_RANK:
             return FAR_RATIO
         rng = np.random.default_rng([int(self.random_state) & 0xFFFFFFFFFFFFFFFF, 0xFA4])
         sample = np.sort(rng.choice(m, size=min(m, CALIBRATION_SIZE), replace=False)).astype(np.int64)
-        points, conformal = self.points_, self.conformal_
-        ids, deltas, _ = self._run(points[sample], conformal[sample], FAR_RANK, EF_LADDER[0], None, sample,
-                                   copies=False, structure=structure)
-        first, last = ids[:, 0], ids[:, FAR_RANK - 1]
-        found = (first >= 0) & (last >= 0)
-        if self.in_leaf_order_:  # the answers are input rows; the graph's rows are their leaf positions
-            inverse = inverse_permutation(self.tree_order_)
-            first, last = inverse[np.where(found, first, 0)], inverse[np.where(found, last, 0)]
-        diff = points[first].astype(np.float64) - points[last]
-        spread = np.einsum("ij,ij->i", diff, diff) / (conformal[first] * conformal[last])
-        with np.errstate(divide="ignore", invalid="ignore"):
-            ratio = np.arcsinh(np.sqrt(deltas[:, 0])) / np.arcsinh(np.sqrt(spread))
-        ratio = ratio[found & (spread > 0.0) & np.isfinite(ratio)]
+        marks = self._visited_marks()
+        seen, tag0 = marks.take(sample.shape[0], 1)
+        try:
+            ratio = _far_ratios(*structure[:12], sample, seen[0], tag0)
+        finally:
+            marks.give(seen, tag0 + sample.shape[0])
+        ratio = ratio[np.isfinite(ratio)]
         return float(max(FAR_RATIO, np.quantile(ratio, FAR_QUANTILE))) if ratio.shape[0] else FAR_RATIO
 
     def _visited_marks(self):
