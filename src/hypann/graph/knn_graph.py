@@ -273,8 +273,9 @@ FAR_RANK = 10
 #: then that quantile of their ratios (``HyperbolicGraphIndex._far_ratio``).
 FAR_QUANTILE = 0.99
 UPPER_LEVELS = 8
-#: ``UPPER_LEVELS`` holds up to this many graph nodes; each doubling beyond adds a level (the pivots stay
-#: about ``n / 40`` points, see :func:`upper_levels`), up to ``UPPER_LEVELS_MAX`` (at most 8,190 pivots).
+#: ``UPPER_LEVELS`` holds up to this many graph nodes; each doubling beyond adds a level (rounded: from this
+#: many nodes to the cap the pivots are between about ``n / 55`` and ``n / 28`` points, see
+#: :func:`upper_levels`), up to ``UPPER_LEVELS_MAX`` (at most 8,190 pivots).
 UPPER_LEVELS_NODES = 20000
 UPPER_LEVELS_MAX = 12
 #: ... and its search list grows to at least this many entries.
@@ -1197,16 +1198,9 @@ def _search_one(points, conf, nbrs, pivots, thresholds, children, ranges, order,
     size, cnt = _expand(q, cq, points, conf, nbrs, budget, seen, tag, batch, lst_d, lst_i, lst_e, size, ef, cnt)
     if upper.shape[0] == 0 or size < 2 or cnt >= budget:
         return cnt
-    # far from the data (module docstring): the walk found points much nearer each other than q. The
-    # spread is between found points, not an examined one: not counted (the paper's samples)
-    first = lst_i[0]
-    last = lst_i[min(size, FAR_RANK) - 1]
-    spread = delta_row(points[first], conf[first], points[last], conf[last])
-    if spread == 0.0:  # copies of one point (a graph in input order): the list's last entry
-        last = lst_i[size - 1]
-        spread = delta_row(points[first], conf[first], points[last], conf[last])
-    # d = 2 asinh(sqrt(delta)); a list of copies only (spread 0) tells nothing
-    if not (spread > 0.0 and np.arcsinh(np.sqrt(lst_d[0])) > far_ratio * np.arcsinh(np.sqrt(spread))):
+    # far from the data (module docstring): the walk found points much nearer each other than q
+    to_query, spread = _found_half_distances(points, conf, lst_d, lst_i, size)
+    if not (spread > 0.0 and to_query > far_ratio * spread):
         return cnt
     # the list grows to FAR_EF entries (its buffers hold them: _search_range)
     far_ef = max(ef, min(FAR_EF, lst_d.shape[0]))
@@ -1225,6 +1219,23 @@ def _search_one(points, conf, nbrs, pivots, thresholds, children, ranges, order,
         size, _ = _offer_batch(q, cq, points, conf, batch, got, lst_d, lst_i, lst_e, size, ef, ef)
     size, cnt = _expand(q, cq, points, conf, nbrs, budget, seen, tag, batch, lst_d, lst_i, lst_e, size, ef, cnt)
     return cnt
+
+
+@nb.njit(cache=True, inline="always")
+def _found_half_distances(points, conf, lst_d, lst_i, size):
+    """``(d(q, r_1) / 2, d(r_1, r_m) / 2)`` of a search list of ``size >= 2`` found points, as
+    ``asinh(sqrt(delta))``: ``r_1`` its nearest, ``r_m`` its ``FAR_RANK``-th (or its last when shorter), or its
+    last when ``r_m`` is a copy of ``r_1`` (a graph in input order); the second is 0 when that is a copy too.
+
+    The spread is between found points, not an examined one: it is not counted (the paper's samples).
+    """
+    first = lst_i[0]
+    last = lst_i[min(size, FAR_RANK) - 1]
+    spread = delta_row(points[first], conf[first], points[last], conf[last])
+    if spread == 0.0:
+        last = lst_i[size - 1]
+        spread = delta_row(points[first], conf[first], points[last], conf[last])
+    return np.arcsinh(np.sqrt(lst_d[0])), np.arcsinh(np.sqrt(spread))
 
 
 @nb.njit(cache=True, inline="always")
@@ -1394,12 +1405,10 @@ def _far_ratios(points, conf, nbrs, pivots, thresholds, children, ranges, order,
         _search_one(points, conf, nbrs, pivots, thresholds, children, ranges, order, leaf_order, split_keys, n_seeds,
                     pivot_node_size, no_upper, np.inf, points[p], conf[p], FAR_RANK, _NO_BUDGET, p, seen,
                     tag0 + i, lst_d, lst_i, lst_e)
-        first = lst_i[0]
-        last = lst_i[FAR_RANK - 1]
-        if first >= 0 and last >= 0:
-            spread = delta_row(points[first], conf[first], points[last], conf[last])
+        if lst_i[FAR_RANK - 1] >= 0:  # a full list
+            to_query, spread = _found_half_distances(points, conf, lst_d, lst_i, FAR_RANK)
             if spread > 0.0:
-                out[i] = np.arcsinh(np.sqrt(lst_d[0])) / np.arcsinh(np.sqrt(spread))
+                out[i] = to_query / spread
     return out
 
 
@@ -1793,20 +1802,19 @@ class HyperbolicGraphIndex:
         after a build or a load and kept: scratch, not part of the state)."""
         kept = self.__dict__.get("_kernel_structure")
         if kept is None:
-            # without the far queries' stage (an infinite ratio) first, to measure the data's own ratio
             base = (self.points_, self.conformal_, self.neighbors_, self.tree_pivots_, self.tree_thresholds_,
                     self.tree_children_, self.tree_ranges_, self.tree_order_, self.in_leaf_order_, self.split_keys_,
                     self.leaf_size, PIVOT_SEED_LEAVES * self.leaf_size, self.copy_groups_,
-                    upper_pivots(self.tree_pivots_, self.tree_children_, upper_levels(self.n_nodes_)), np.inf)
-            kept = self.__dict__["_kernel_structure"] = (*base[:-1], self._far_ratio(base))
+                    upper_pivots(self.tree_pivots_, self.tree_children_, upper_levels(self.n_nodes_)))
+            kept = self.__dict__["_kernel_structure"] = (*base, self._far_ratio(base))
         return kept
 
     def _far_ratio(self, structure):
         """The far queries' threshold (module docstring): ``FAR_RATIO``, or more where the indexed points
         themselves are often far by it: the ``FAR_QUANTILE`` quantile of ``d(q, r_1) / d(r_1, r_10)`` over
         ``CALIBRATION_SIZE`` nodes, each searched leave-one-out with a list of ``FAR_RANK`` without the stage
-        (:func:`_far_ratios`; ``structure``: the kernels' first arguments). A function of the graph and the
-        seed (not stored)."""
+        (:func:`_far_ratios`; ``structure``: the kernels' first arguments, of which it takes the first 12).
+        A function of the graph and the seed (not stored)."""
         m = self.n_nodes_
         if m <= FAR_RANK:
             return FAR_RATIO
@@ -1828,17 +1836,16 @@ class HyperbolicGraphIndex:
             marks = self.__dict__.setdefault("_marks", VisitedMarks(self.n_nodes_))
         return marks
 
-    def _run(self, queries, q_conformal, k, ef, budget, exclude, *, copies=True, structure=None):
+    def _run(self, queries, q_conformal, k, ef, budget, exclude, *, copies=True):
         """Search kernels on checked queries; ``copies=False``: each found node without its copies (the
-        calibration's leave-one-out among the nodes); ``structure``: the kernels' first arguments, default
-        :meth:`_structure`."""
+        calibration's leave-one-out among the nodes)."""
         m = queries.shape[0]
         if budget is None and exclude is None and m <= SERIAL_MAX_QUERIES:  # the kernels only read them
             b, ex = _NO_BUDGETS[:m], _NO_EXCLUDES[:m]
         else:
             b = np.full(m, _NO_BUDGET if budget is None else budget, dtype=np.int64)
             ex = np.full(m, -1, dtype=np.int64) if exclude is None else np.ascontiguousarray(exclude, dtype=np.int64)
-        structure = self._structure() if structure is None else structure
+        structure = self._structure()
         if not copies:
             structure = (*structure[:-3], _NO_GROUPS, *structure[-2:])
         marks = self._visited_marks()
