@@ -17,6 +17,14 @@ def rng():
     return np.random.default_rng(12345)
 
 
+def without_far_stage(monkeypatch):
+    """Graph indexes built from now on (until ``monkeypatch`` is undone) search without the second stage for
+    queries far from the data: no upper pivots (:mod:`hypann.graph.knn_graph`)."""
+    from hypann.graph import knn_graph
+
+    monkeypatch.setattr(knn_graph, "upper_pivots", lambda pivots, children, levels: np.empty(0, dtype=np.int64))
+
+
 def ball_points(rng, n, d, *, min_conformal=1e-12, radial_power=0.2):
     """Points in the unit ball whose conformal factor ``1-|x|^2`` spans down to ``min_conformal``.
 

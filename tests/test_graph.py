@@ -18,6 +18,7 @@ from hypann.graph.knn_graph import _reverse_lists, _search_graph, nn_descent
 from hypann.graph.partition_tree import (SPLIT_SUMS_MIN_DIM, build_forest, build_tree, descend, node_capacity,
                                          split_key)
 from hypann.metrics import recall
+from tests.conftest import without_far_stage
 
 K = 10
 N_BASE = 5000
@@ -340,7 +341,7 @@ def test_near_duplicates_do_not_make_the_default_list_as_long_as_the_data(caplog
 
     Without the far queries' second stage: a left-out point of such a group is far from every point its walk
     finds, and the entry tree's upper pivots reach its group (the calibration then reaches 1.0)."""
-    monkeypatch.setattr(knn_graph, "upper_pivots", lambda pivots, children, levels: np.empty(0, dtype=np.int64))
+    without_far_stage(monkeypatch)
     rng = np.random.default_rng(1)
     v = np.repeat(rng.standard_normal((500, 10)) * 2, 10, axis=0)
     v = v + 1e-9 * rng.standard_normal(v.shape)

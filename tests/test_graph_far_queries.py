@@ -1,11 +1,13 @@
 """The graph search's second stage for queries far from the data: the entry tree's upper pivots.
 
 A walk whose nearest found point is more than ``FAR_RATIO`` times as far from the query as the
-found points are from each other offers the pivots of the entry tree's first ``UPPER_LEVELS``
+found points are from each other offers the pivots of the entry tree's first ``upper_levels(n)``
 levels to its list and walks on (:mod:`hypann.graph.knn_graph`).
 """
 
 from __future__ import annotations
+
+import contextlib
 
 import numpy as np
 import pytest
@@ -19,8 +21,17 @@ from hypann.graph.partition_tree import build_tree, upper_pivots
 pytestmark = pytest.mark.kernels  # also run under NUMBA_BOUNDSCHECK=1 (make test)
 
 
-def _no_upper_pivots(monkeypatch):
-    monkeypatch.setattr(knn_graph, "upper_pivots", lambda pivots, children, levels: np.empty(0, dtype=np.int64))
+@contextlib.contextmanager
+def _far_stage(g, *, off=False, ratio=None):
+    """Searches of ``g`` inside the block: without the far queries' second stage (``off``: no upper pivots), or
+    with the threshold ``ratio`` instead of its own; its kept kernel arguments are restored after."""
+    kept = g._structure()
+    upper = np.empty(0, dtype=np.int64) if off else kept[-2]
+    g.__dict__["_kernel_structure"] = (*kept[:-2], upper, kept[-1] if ratio is None else ratio)
+    try:
+        yield
+    finally:
+        g.__dict__["_kernel_structure"] = kept
 
 
 @pytest.fixture(scope="module")
@@ -38,31 +49,22 @@ def _recall(g, X, cx, Q, cq):
     return np.mean([len(np.intersect1d(a, b)) / 10 for a, b in zip(found, true_ids)])
 
 
-def test_upper_pivots_find_the_neighbours_of_far_queries(boundary_heavy, monkeypatch):
+def test_upper_pivots_find_the_neighbours_of_far_queries(boundary_heavy):
     # the walk stops in the cluster its leaf holds; the upper pivots lie in many clusters
-    # (on these data: recall 0.79 with the long edges alone)
     X, cx, Q, cq, g = boundary_heavy
-    g.__dict__.pop("_kernel_structure", None)
     with_upper = _recall(g, X, cx, Q, cq)
-    _no_upper_pivots(monkeypatch)
-    g.__dict__.pop("_kernel_structure", None)
-    without = _recall(g, X, cx, Q, cq)
-    monkeypatch.undo()
-    g.__dict__.pop("_kernel_structure", None)
+    with _far_stage(g, off=True):
+        without = _recall(g, X, cx, Q, cq)
     assert with_upper >= 0.95 and with_upper >= without + 0.1, (with_upper, without)
 
 
-def test_queries_at_indexed_points_never_take_the_second_stage(boundary_heavy, monkeypatch):
+def test_queries_at_indexed_points_never_take_the_second_stage(boundary_heavy):
     # distance 0 to the nearest found point is never far: the same answers and counts without the stage
     X, cx, Q, cq, g = boundary_heavy
     at = np.ascontiguousarray(X[::25])
-    g.__dict__.pop("_kernel_structure", None)
     with_upper = g.search(at, cx[::25], 10)
-    _no_upper_pivots(monkeypatch)
-    g.__dict__.pop("_kernel_structure", None)
-    without = g.search(at, cx[::25], 10)
-    monkeypatch.undo()
-    g.__dict__.pop("_kernel_structure", None)
+    with _far_stage(g, off=True):
+        without = g.search(at, cx[::25], 10)
     for a, b in zip(with_upper, without):
         np.testing.assert_array_equal(a, b)
 
@@ -149,14 +151,10 @@ def test_far_ratio_is_the_default_where_indexed_points_are_near_their_neighbours
 def _took_the_stage(g, Q, ratio):
     """Which queries the second stage ran for at threshold ``ratio`` (more evaluations than without it)."""
     cq = conformal_factor(Q)
-    kept = g._structure()
-    try:
-        g.__dict__["_kernel_structure"] = (*kept[:-1], ratio)
+    with _far_stage(g, ratio=ratio):
         with_stage = g.search(Q, cq, 10).samples
-        g.__dict__["_kernel_structure"] = (*kept[:-1], np.inf)
+    with _far_stage(g, off=True):
         return with_stage > g.search(Q, cq, 10).samples
-    finally:
-        g.__dict__["_kernel_structure"] = kept
 
 
 def test_far_ratio_rises_where_indexed_points_are_themselves_far():

@@ -9,6 +9,7 @@ import pytest
 from hypann.datasets.families import far_queries, make_family
 from hypann.geometry._kernels import brute_knn_delta, conformal_factor, delta_row
 from hypann.graph import HyperbolicGraphIndex, knn_graph, long_edges
+from tests.conftest import without_far_stage
 
 pytestmark = pytest.mark.kernels  # also run under NUMBA_BOUNDSCHECK=1 (make test)
 
@@ -100,17 +101,16 @@ def test_long_edges_do_not_depend_on_the_thread_count():
     assert not np.array_equal(one, long_edges.long_edges(X, cx, rows, 6))  # the seed draws the sample
 
 
-def _far_recall(family, monkeypatch, *, with_long_edges, with_upper_pivots=False, dim=10):
-    """Recall@10 of far queries at ``ef_`` on 5,000 points; the second stage of far queries (the entry tree's
-    upper pivots, :data:`~hypann.graph.knn_graph.UPPER_LEVELS`) only ``with_upper_pivots``."""
-    X = np.ascontiguousarray(make_family(family, 5000, dim, seed=1))
+def _far_recall(family, monkeypatch, *, with_long_edges):
+    """Recall@10 of far queries at ``ef_`` on 5,000 points (10-D), without the far queries' second stage (the
+    entry tree's upper pivots), so that it measures the long edges."""
+    X = np.ascontiguousarray(make_family(family, 5000, 10, seed=1))
     cx = conformal_factor(X)
     Q = far_queries(X, 200, seed=2)
     cq = conformal_factor(Q)
     if not with_long_edges:
         monkeypatch.setattr(knn_graph, "long_edges", lambda p, c, r, s: np.full((len(p), 0), -1, dtype=r.dtype))
-    if not with_upper_pivots:
-        monkeypatch.setattr(knn_graph, "upper_pivots", lambda pivots, children, levels: np.empty(0, dtype=np.int64))
+    without_far_stage(monkeypatch)
     g = HyperbolicGraphIndex(random_state=0).build(X, cx, keep_order=True)
     true_ids, _ = brute_knn_delta(Q, cq, X, cx, 10)
     found = g.search(Q, cq, 10).ids
