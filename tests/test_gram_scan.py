@@ -120,6 +120,19 @@ def test_the_screen_evaluates_few_points_on_clustered_data():
     assert np.median(evaluated) < 0.1 * (len(X) - 40)
 
 
+@pytest.mark.parametrize("k", [1, 10, 32])
+def test_one_block_evaluates_about_k_points(monkeypatch, k):
+    """Within a block the exact evaluations are decided on the block's final ``tau``, not the running one:
+    about ``k`` per query in one block (deciding on the running ``tau`` evaluates every point that improves
+    it, about ``k + k ln(n / k)``)."""
+    rng = np.random.default_rng(7)
+    X = ball_points(rng, 1024, 10, min_conformal=1e-2)
+    Q = ball_points(rng, 64, 10, min_conformal=1e-2)
+    monkeypatch.setattr(gram_scan, "POINT_BLOCK", len(X))  # (small_blocks, module-scoped, may be active)
+    evaluated = _same_as_plain_scan(Q, X, k)
+    assert evaluated.max() <= 2 * k + 2
+
+
 def test_the_answer_does_not_depend_on_the_thread_count():
     rng = np.random.default_rng(5)
     X, Q = ball_points(rng, 500, 8), ball_points(rng, 40, 8)

@@ -28,17 +28,21 @@ exact ``|q-x|^2 / (c_q c_x)``. Hence
     U = (\\tilde s + e)(1 + \\mu) / (c_q c_x)
 
 (``mu`` also covers the few roundings of forming ``L`` and ``U``). The
-points go in index order. Each query keeps the ``k`` smallest ``U`` seen;
-their largest, ``tau``, is at least the ``k``-th smallest ``delta_row``
-among them, so at least the final ``k``-th ``delta``. A point with
-``L > tau`` has ``delta_row > tau`` and cannot be among the ``k`` nearest
-(nor tie with the ``k``-th); every other point gets its ``delta_row``, which
-is offered to the top-k list in index order exactly as the full scan offers
-it. So the result is the full scan's, ties included.
+points go in blocks, in index order. Each query keeps the ``k`` smallest
+``U`` seen up to the end of the current block; their largest, ``tau``, is
+at least the ``k``-th smallest ``delta_row`` among them, so at least the
+final ``k``-th ``delta``. A point of the block with ``L > tau`` has
+``delta_row > tau`` and cannot be among the ``k`` nearest (nor tie with
+the ``k``-th); every other point gets its ``delta_row``, which is offered
+to the top-k list in index order exactly as the full scan offers it. So the
+result is the full scan's, ties included.
 
-The screen removes all but about ``k log(n/k)`` points per query (the
-records of a running minimum) plus the points within the bounds' width of
-the ``k``-th: on the data families about 50-230 of 20,000. Near the
+The screen removes all but at most about ``k`` points per query and block
+(the block's points among the ``k`` nearest so far) plus the points within
+the bounds' width of the ``k``-th: on the data families 16-27 of 20,000 (5
+blocks), boundary-heavy 154-212. Deciding each point on the running ``tau``
+instead evaluated every point that improved it: 49-90 and 184-256
+(``docs/benchmarks.md``, "The exact scan through Gram blocks"). Near the
 boundary the bounds widen (``e`` is an absolute error, divided by
 ``c_q c_x``), so more points are evaluated exactly; the answer does not
 change. A ``nan`` or ``inf`` bound (a conformal factor below about
@@ -120,11 +124,21 @@ def _offer_bound(ub, up):
 
 
 @nb.njit(cache=True, inline="always")
-def _fold_row(i, G, Q, cq, qn, X, cx, xn, inv_cx, first, margin, ub, out_d, out_i, evaluated):
+def _fold_row(i, G, Q, cq, qn, X, cx, xn, inv_cx, first, margin, ub, out_d, out_i, evaluated, maybe):
     """Fold row ``i`` of the products ``G`` (query ``i`` x points ``first, first + 1, ...``) into its lists.
 
     ``ub[i]``: the ``k`` smallest upper bounds so far; ``out_d[i]``/``out_i[i]``:
-    the top-k by ``delta_row``; ``evaluated[i]`` counts the exact evaluations.
+    the top-k by ``delta_row``; ``evaluated[i]`` counts the exact evaluations;
+    ``maybe``: scratch of at least ``G.shape[1]`` entries.
+
+    Two passes over the block. The first offers every upper bound to
+    ``ub[i]`` and keeps the pairs whose lower bound is not above the running
+    ``tau`` (``maybe``); the second evaluates those of them whose lower bound
+    is not above the block's final ``tau``, in index order. That ``tau`` is
+    still at least the final ``k``-th delta (module docstring), and it is the
+    smallest the block offers: deciding on the running ``tau`` would evaluate
+    every point that improves it (about ``k log(width / k)`` in a block)
+    instead of about ``k``.
     """
     width = G.shape[1]
     k = ub.shape[1]
@@ -135,6 +149,7 @@ def _fold_row(i, G, Q, cq, qn, X, cx, xn, inv_cx, first, margin, ub, out_d, out_
     low_factor = (1.0 - margin) * inv_cq
     ubi = ub[i]
     tau = ubi[k - 1]
+    n_maybe = 0
     for t in range(width):
         j = first + t
         xj = xn[j]
@@ -147,25 +162,42 @@ def _fold_row(i, G, Q, cq, qn, X, cx, xn, inv_cx, first, margin, ub, out_d, out_
             tau = ubi[k - 1]
         low = (s - e) * low_factor * w
         if not low > tau:  # also for a nan bound
+            maybe[n_maybe] = t
+            n_maybe += 1
+    for r in range(n_maybe):
+        t = maybe[r]
+        j = first + t
+        xj = xn[j]
+        s = qi + xj - 2.0 * G[i, t]
+        low = (s - (e_factor * (qi + xj) + _TINY)) * low_factor * inv_cx[j]  # the first pass's value
+        if not low > tau:
             d = delta_row(Q[i], cq[i], X[j], cx[j])
             evaluated[i] += 1
             if d < out_d[i, k - 1]:
                 insert_sorted(out_d[i], out_i[i], d, j)
 
 
+#: Rows of a block that one parallel task folds (with one scratch row).
+_FOLD_CHUNK = 16
+
+
 @nb.njit(cache=True, parallel=True)
 def _fold_block(G, Q, cq, qn, X, cx, xn, inv_cx, first, margin, ub, out_d, out_i, evaluated):
     """:func:`_fold_row` of every query, in parallel (rows are independent: one query each)."""
-    for i in nb.prange(G.shape[0]):
-        _fold_row(i, G, Q, cq, qn, X, cx, xn, inv_cx, first, margin, ub, out_d, out_i, evaluated)
+    m, width = G.shape
+    for c in nb.prange((m + _FOLD_CHUNK - 1) // _FOLD_CHUNK):
+        maybe = np.empty(width, dtype=np.int64)
+        for i in range(c * _FOLD_CHUNK, min(m, (c + 1) * _FOLD_CHUNK)):
+            _fold_row(i, G, Q, cq, qn, X, cx, xn, inv_cx, first, margin, ub, out_d, out_i, evaluated, maybe)
 
 
 @nb.njit(cache=True, nogil=True)
 def _fold_block_serial(G, Q, cq, qn, X, cx, xn, inv_cx, first, margin, ub, out_d, out_i, evaluated):
     """:func:`_fold_row` of every query on the calling thread, without the GIL (one task of
     :func:`gram_knn_delta`'s point groups)."""
+    maybe = np.empty(G.shape[1], dtype=np.int64)
     for i in range(G.shape[0]):
-        _fold_row(i, G, Q, cq, qn, X, cx, xn, inv_cx, first, margin, ub, out_d, out_i, evaluated)
+        _fold_row(i, G, Q, cq, qn, X, cx, xn, inv_cx, first, margin, ub, out_d, out_i, evaluated, maybe)
 
 
 def _squared_norms(rows):
