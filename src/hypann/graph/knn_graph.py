@@ -222,6 +222,7 @@ import numba as nb
 import numpy as np
 
 from hypann import _progress as progress
+from hypann._prefetch import prefetch_item, prefetch_row
 from hypann._runtime import SERIAL_MAX_QUERIES, VisitedMarks, one_query_arrays, release_freed_heap
 from hypann._validation import (check_positive_int, check_query_coordinates, check_real, check_stored_points,
                                 check_stored_queries, state_flag)
@@ -1172,6 +1173,7 @@ def _search_one(points, conf, nbrs, pivots, thresholds, children, ranges, order,
     while children[node, 0] >= 0:
         a = pivots[node, 0]
         b = pivots[node, 1]
+        _prefetch_child_pivots(node, pivots, children, points)
         da, db = pivot_sums(q, points[a], points[b], split_keys)
         local = ranges[node, 1] - ranges[node, 0] <= pivot_node_size
         for side in range(2):
@@ -1254,6 +1256,7 @@ def _expand(q, cq, points, conf, nbrs, budget, seen, tag, batch, lst_d, lst_i, l
     while cur < size and cnt < budget:
         p = lst_i[cur]
         lst_e[cur] = True
+        _prefetch_unvisited(p, nbrs, n, seen, tag, points, conf)
         low = size
         s = 0
         while s < deg:
@@ -1272,6 +1275,31 @@ def _expand(q, cq, points, conf, nbrs, budget, seen, tag, batch, lst_d, lst_i, l
         while cur < size and lst_e[cur]:
             cur += 1
     return size, cnt
+
+
+@nb.njit(cache=True, inline="always")
+def _prefetch_child_pivots(node, pivots, children, points):
+    """Announce the pivot rows of both children of an inner ``node`` of the entry tree: the descent reads
+    one pair of them next (:mod:`hypann._prefetch`)."""
+    for c in range(2):
+        child = children[node, c]
+        if child >= 0 and children[child, 0] >= 0:
+            prefetch_row(points, pivots[child, 0])
+            prefetch_row(points, pivots[child, 1])
+
+
+@nb.njit(cache=True, inline="always")
+def _prefetch_unvisited(p, nbrs, n, seen, tag, points, conf):
+    """Announce the rows (and conformal factors) of ``p``'s unvisited out-neighbours, which
+    :func:`_expand` is about to evaluate: their cache misses then overlap (:mod:`hypann._prefetch`)."""
+    for s in range(nbrs.shape[1]):
+        u = nbrs[p, s]
+        if u < 0:
+            break
+        if u < n and seen[u] != tag:
+            prefetch_row(points, u)
+            prefetch_item(conf, u)
+            prefetch_row(nbrs, u)
 
 
 @nb.njit(cache=True, inline="always")
