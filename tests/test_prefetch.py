@@ -9,7 +9,7 @@ import numba as nb
 import numpy as np
 import pytest
 
-from hypann._prefetch import prefetch_item, prefetch_row
+from hypann._prefetch import prefetch_item, prefetch_row, prefetches_rows
 
 pytestmark = pytest.mark.kernels
 
@@ -59,3 +59,10 @@ def test_the_hint_reaches_the_machine_code():
     _compiled(rows, np.zeros(4), np.arange(4))
     asm = "\n".join(_compiled.inspect_asm().values())
     assert "prefetcht0" in asm
+
+
+@pytest.mark.parametrize(("dim", "dtype", "announced"), [(10, np.float64, False), (15, np.float64, False),
+                                                         (16, np.float64, True), (100, np.float64, True),
+                                                         (31, np.float32, False), (32, np.float32, True)])
+def test_rows_are_announced_from_128_bytes(dim, dtype, announced):
+    assert nb.njit(lambda a: prefetches_rows(a))(np.zeros((3, dim), dtype=dtype)) is announced

@@ -18,10 +18,13 @@ from llvmlite import ir
 from numba.core import cgutils, types
 from numba.extending import intrinsic
 
-__all__ = ["prefetch_item", "prefetch_row", "CACHE_LINE"]
+__all__ = ["prefetch_item", "prefetch_row", "prefetches_rows", "CACHE_LINE", "PREFETCH_MIN_ROW_BYTES"]
 
 #: Bytes per cache line (x86-64 and most ARM cores); a row is asked for one line at a time.
 CACHE_LINE = 64
+#: Rows of fewer bytes are not announced (:func:`prefetches_rows`): the graph walk on 10-D float64 rows
+#: (80 B) lost as much as it gained (``docs/benchmarks.md``, "Cache prefetch hints in the graph walk").
+PREFETCH_MIN_ROW_BYTES = 128
 
 
 def _emit_prefetch(builder, ptr):
@@ -53,6 +56,13 @@ def _prefetch_at(typingctx, arr, i, j):
         return context.get_dummy_value()
 
     return sig, codegen
+
+
+@nb.njit(cache=True, inline="always")
+def prefetches_rows(arr):
+    """Whether a kernel announces rows of the 2-D ``arr`` before reading them: rows of at least
+    :data:`PREFETCH_MIN_ROW_BYTES`."""
+    return arr.shape[1] * arr.itemsize >= PREFETCH_MIN_ROW_BYTES
 
 
 @nb.njit(cache=True, inline="always")

@@ -222,7 +222,7 @@ import numba as nb
 import numpy as np
 
 from hypann import _progress as progress
-from hypann._prefetch import prefetch_item, prefetch_row
+from hypann._prefetch import prefetch_item, prefetch_row, prefetches_rows
 from hypann._runtime import SERIAL_MAX_QUERIES, VisitedMarks, one_query_arrays, release_freed_heap
 from hypann._validation import (check_positive_int, check_query_coordinates, check_real, check_stored_points,
                                 check_stored_queries, state_flag)
@@ -1170,10 +1170,12 @@ def _search_one(points, conf, nbrs, pivots, thresholds, children, ranges, order,
     # computed for the side test anyway): deep pivots lie near q even when q
     # falls on the wrong side of a split (see the module docstring)
     node = 0
+    announce = prefetches_rows(points)
     while children[node, 0] >= 0:
         a = pivots[node, 0]
         b = pivots[node, 1]
-        _prefetch_child_pivots(node, pivots, children, points)
+        if announce:
+            _prefetch_child_pivots(node, pivots, children, points)
         da, db = pivot_sums(q, points[a], points[b], split_keys)
         local = ranges[node, 1] - ranges[node, 0] <= pivot_node_size
         for side in range(2):
@@ -1253,10 +1255,12 @@ def _expand(q, cq, points, conf, nbrs, budget, seen, tag, batch, lst_d, lst_i, l
     while cur < size and lst_e[cur]:
         cur += 1
     deg = nbrs.shape[1]
+    announce = prefetches_rows(points)
     while cur < size and cnt < budget:
         p = lst_i[cur]
         lst_e[cur] = True
-        _prefetch_unvisited(p, nbrs, n, seen, tag, points, conf)
+        if announce:
+            _prefetch_unvisited(p, nbrs, n, seen, tag, points, conf)
         low = size
         s = 0
         while s < deg:
