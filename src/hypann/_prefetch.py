@@ -28,11 +28,13 @@ PREFETCH_MIN_ROW_BYTES = 128
 
 
 def _emit_prefetch(builder, ptr):
-    """``llvm.prefetch(ptr, read, high locality, data cache)``."""
+    """``llvm.prefetch(ptr, read, high locality, data cache)``. The name is mangled by llvmlite's pointer
+    type (``llvm.prefetch.p0i8``), which the LLVM of every supported llvmlite accepts (LLVM 17 on renames
+    it ``llvm.prefetch.p0`` itself)."""
     i32 = ir.IntType(32)
     i8p = ir.IntType(8).as_pointer()
     fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32]),
-                                        "llvm.prefetch.p0")
+                                        "llvm.prefetch." + i8p.intrinsic_name)
     builder.call(fn, [builder.bitcast(ptr, i8p), i32(0), i32(3), i32(1)])
 
 
