@@ -28,9 +28,9 @@ PREFETCH_MIN_ROW_BYTES = 128
 
 
 def _emit_prefetch(builder, ptr):
-    """``llvm.prefetch(ptr, read, high locality, data cache)``. The name is mangled by llvmlite's pointer
-    type (``llvm.prefetch.p0i8``), which the LLVM of every supported llvmlite accepts (LLVM 17 on renames
-    it ``llvm.prefetch.p0`` itself)."""
+    """``llvm.prefetch(ptr, read, high locality, data cache)``, its name mangled by llvmlite's pointer type
+    (``llvm.prefetch.p0i8`` with typed pointers, as LLVM 14 spells it; the LLVM 22 of llvmlite 0.50 accepts
+    that name too: ``tests/test_prefetch.py`` finds the instruction). Only LLVM 22 was tried."""
     i32 = ir.IntType(32)
     i8p = ir.IntType(8).as_pointer()
     fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32]),
