@@ -124,6 +124,16 @@ def _offer_bound(ub, up):
 
 
 @nb.njit(cache=True, inline="always")
+def _pair_bounds(qn_i, xn_j, g, inv_cx_j, e_factor, up_factor, low_factor):
+    """``(U, L)`` of one pair from its Gram product ``g = q . x`` (module docstring): ``s~ = |q|^2 + |x|^2 -
+    2 g``, ``e = 2 mu (|q|^2 + |x|^2)`` (floored), ``U = (s~ + e) up_factor / c_x`` and ``L = (s~ - e)
+    low_factor / c_x``, with ``up_factor = (1 + mu) / c_q`` and ``low_factor = (1 - mu) / c_q``."""
+    s = qn_i + xn_j - 2.0 * g
+    e = e_factor * (qn_i + xn_j) + _TINY
+    return (s + e) * up_factor * inv_cx_j, (s - e) * low_factor * inv_cx_j
+
+
+@nb.njit(cache=True, inline="always")
 def _fold_row(i, G, Q, cq, qn, X, cx, xn, inv_cx, first, margin, ub, out_d, out_i, evaluated, maybe):
     """Fold row ``i`` of the products ``G`` (query ``i`` x points ``first, first + 1, ...``) into its lists.
 
@@ -151,25 +161,17 @@ def _fold_row(i, G, Q, cq, qn, X, cx, xn, inv_cx, first, margin, ub, out_d, out_
     tau = ubi[k - 1]
     n_maybe = 0
     for t in range(width):
-        j = first + t
-        xj = xn[j]
-        s = qi + xj - 2.0 * G[i, t]
-        e = e_factor * (qi + xj) + _TINY
-        w = inv_cx[j]
-        up = (s + e) * up_factor * w
+        up, low = _pair_bounds(qi, xn[first + t], G[i, t], inv_cx[first + t], e_factor, up_factor, low_factor)
         if up < tau:
             _offer_bound(ubi, up)
             tau = ubi[k - 1]
-        low = (s - e) * low_factor * w
         if not low > tau:  # also for a nan bound
             maybe[n_maybe] = t
             n_maybe += 1
     for r in range(n_maybe):
         t = maybe[r]
         j = first + t
-        xj = xn[j]
-        s = qi + xj - 2.0 * G[i, t]
-        low = (s - (e_factor * (qi + xj) + _TINY)) * low_factor * inv_cx[j]  # the first pass's value
+        low = _pair_bounds(qi, xn[j], G[i, t], inv_cx[j], e_factor, up_factor, low_factor)[1]  # pass 1's L
         if not low > tau:
             d = delta_row(Q[i], cq[i], X[j], cx[j])
             evaluated[i] += 1
