@@ -2,7 +2,8 @@
 
 For each family of :mod:`hypann.datasets.families` and dimension, ``--n``
 base points and the largest batch of held-out queries (same generator),
-k = 10, one thread (numba and BLAS; ``--threads`` for more), the median over ``--repeats`` of:
+``--k`` neighbours (default 10), one thread (numba and BLAS; ``--threads`` for
+more), the median over ``--repeats`` of:
 
 * numpy float64 brute force (:func:`hypann.eval.numpy_brute.numpy_brute_knn`)
   on ``--brute-queries`` queries: the baseline of every "x";
@@ -12,7 +13,8 @@ k = 10, one thread (numba and BLAS; ``--threads`` for more), the median over ``-
 
 for every batch size of ``--batches`` (queries per call; the calls cover
 the same queries). Both scans are checked to return the same ids and
-deltas. Prints a markdown table and writes ``results/exact_scan.json``.
+deltas. Prints a markdown table and writes ``results/exact_scan.json`` (``exact_scan_k<k>.json``
+for another ``--k``).
 ``hypann.geometry.gram_scan.GRAM_MIN_QUERIES`` is the batch size from which
 the screen is used.
 
@@ -20,6 +22,7 @@ Usage::
 
     python benchmarks/exact_scan.py
     python benchmarks/exact_scan.py --n 100000 --dims 10,100 --batches 1,8,256
+    python benchmarks/exact_scan.py --k 100 --batches 256
 """
 
 from __future__ import annotations
@@ -36,8 +39,6 @@ from hypann.eval.numpy_brute import numpy_brute_knn
 from hypann.geometry._kernels import brute_knn_delta, brute_knn_delta_serial
 from hypann.geometry.gram_scan import gram_knn_delta
 
-K = 10
-
 
 def in_calls(fn, Q, cq, batch):
     """``fn`` over ``Q`` in calls of ``batch`` queries; returns the stacked ``(ids, deltas)``."""
@@ -48,25 +49,25 @@ def in_calls(fn, Q, cq, batch):
 def run_case(name, dim, args):
     n, X, cx, Q, cq = family_split(name, dim, args)
     nbq = min(args.brute_queries, args.queries)
-    brute_s, _ = median_time(lambda: numpy_brute_knn(Q[:nbq], X, K), repeats=1, warmup=0)
+    brute_s, _ = median_time(lambda: numpy_brute_knn(Q[:nbq], X, args.k), repeats=1, warmup=0)
     brute_qps = nbq / brute_s
     rows = []
     for batch in args.batch_sizes:
         plain = brute_knn_delta_serial if batch == 1 else brute_knn_delta
 
         def run_plain(batch=batch, plain=plain):
-            return in_calls(lambda q, c: plain(q, c, X, cx, K), Q, cq, batch)
+            return in_calls(lambda q, c: plain(q, c, X, cx, args.k), Q, cq, batch)
 
         def run_gram(batch=batch):
-            return in_calls(lambda q, c: gram_knn_delta(q, c, X, cx, K), Q, cq, batch)
+            return in_calls(lambda q, c: gram_knn_delta(q, c, X, cx, args.k), Q, cq, batch)
 
         run_plain(), run_gram()  # compile / warm
         plain_s, want = median_time(run_plain, repeats=args.repeats, warmup=0)
         gram_s, got = median_time(run_gram, repeats=args.repeats, warmup=0)
         if not (np.array_equal(want[0], got[0]) and np.array_equal(want[1], got[1])):
             raise AssertionError(f"{name} {dim}-D batch {batch}: the Gram scan differs from the plain scan")
-        evaluated = gram_knn_delta(Q[:batch], cq[:batch], X, cx, K, return_evaluated=True)[2]
-        row = {"family": name, "dim": dim, "n": n, "batch": batch, "brute_qps": brute_qps,
+        evaluated = gram_knn_delta(Q[:batch], cq[:batch], X, cx, args.k, return_evaluated=True)[2]
+        row = {"family": name, "dim": dim, "n": n, "k": args.k, "batch": batch, "brute_qps": brute_qps,
                "plain_x": len(Q) / plain_s / brute_qps, "gram_x": len(Q) / gram_s / brute_qps,
                "gram_over_plain": plain_s / gram_s, "evaluated_per_query": float(np.median(evaluated))}
         print(f"{name:18s} {dim:3d}-D batch {batch:4d}: plain {row['plain_x']:7.1f}x, gram {row['gram_x']:7.1f}x "
@@ -81,6 +82,7 @@ def main(argv=None):
     family_arguments(ap, n=20_000, queries=256, brute_queries=50, repeats=3)
     ap.add_argument("--dims", default="10,32,100")
     ap.add_argument("--batches", default="1,2,4,8,16,256", help="queries per call, comma-separated")
+    ap.add_argument("--k", type=int, default=10, help="neighbours per query")
     ap.add_argument("--threads", type=int, default=1,
                     help="numba threads of the scans (run with NUMBA_NUM_THREADS at least this); the Gram "
                          "scan sets BLAS's threads itself; numpy brute force runs on one")
@@ -92,10 +94,10 @@ def main(argv=None):
     with threadpool_limits(1):
         for name, dim in family_cases(args.families, args.dims):
             rows += run_case(name, dim, args)
-    columns = ["family", "dim", "n", "batch", "brute_qps", "plain_x", "gram_x", "gram_over_plain",
+    columns = ["family", "dim", "n", "k", "batch", "brute_qps", "plain_x", "gram_x", "gram_over_plain",
                "evaluated_per_query"]
     print(markdown_table(rows, columns))
-    write_json("exact_scan", {"args": vars(args), "seconds": time.perf_counter() - t0, "rows": rows})
+    write_json("exact_scan" if args.k == 10 else f"exact_scan_k{args.k}", {"args": vars(args), "seconds": time.perf_counter() - t0, "rows": rows})
 
 
 if __name__ == "__main__":
