@@ -25,8 +25,8 @@ PACKAGE_DIR = Path(hypann.__file__).resolve().parent
 # Lowest first. A module belongs to the layer of the longest prefix that names it
 # (the module itself or a package containing it).
 LAYERS = (
-    ("base", ("hypann._version", "hypann._files", "hypann._prefetch", "hypann._progress", "hypann._runtime",
-              "hypann.metrics", "hypann.result")),
+    ("base", ("hypann._version", "hypann._borrowed", "hypann._files", "hypann._prefetch", "hypann._progress",
+              "hypann._runtime", "hypann.metrics", "hypann.result")),
     ("geometry", ("hypann.geometry", "hypann._validation", "hypann._params")),
     ("oracles", ("hypann.oracles",)),
     ("search", ("hypann.search", "hypann.graph")),

@@ -231,6 +231,7 @@ import numpy as np
 
 from hypann import _progress as progress
 from hypann._prefetch import prefetch_item, prefetch_row, prefetches_rows
+from hypann._borrowed import borrowed
 from hypann._runtime import SERIAL_MAX_QUERIES, VisitedMarks, one_query_arrays, release_freed_heap
 from hypann._validation import (check_positive_int, check_query_coordinates, check_real, check_stored_points,
                                 check_stored_queries, state_flag)
@@ -1147,7 +1148,7 @@ def _offer_batch(q, cq, points, conf, batch, got, lst_d, lst_i, lst_e, size, ef,
 
 @nb.njit(cache=True)
 def _search_one(points, conf, nbrs, pivots, thresholds, children, ranges, order, leaf_order, split_keys, n_seeds,
-                pivot_node_size, upper, far_ratio, q, cq, ef, budget, exclude, seen, tag, lst_d, lst_i, lst_e):
+                pivot_node_size, upper, far_ratio, q, cq, ef, budget, exclude, seen, tag, lst_d, lst_i, lst_e, batch):
     """Best-first search for ``q`` with a list of ``ef`` entries, seeded from the tree leaf of ``q``.
 
     Fills ``lst_d/lst_i`` (ascending, ``inf``/-1 pad; ids of ``points``' rows)
@@ -1166,6 +1167,13 @@ def _search_one(points, conf, nbrs, pivots, thresholds, children, ranges, order,
     without reading them (``verify="structure"``) cannot make it read out of
     bounds.
     """
+    # the arrays are the caller's: their views here need no reference counts (hypann._borrowed)
+    points, conf, nbrs, pivots, thresholds = borrowed(points), borrowed(conf), borrowed(nbrs), borrowed(pivots), \
+        borrowed(thresholds)
+    children, ranges, order, upper, q = borrowed(children), borrowed(ranges), borrowed(order), borrowed(upper), \
+        borrowed(q)
+    seen, lst_d, lst_i, lst_e, batch = borrowed(seen), borrowed(lst_d), borrowed(lst_i), borrowed(lst_e), \
+        borrowed(batch)
     for t in range(ef):
         lst_d[t] = np.inf
         lst_i[t] = -1
@@ -1197,7 +1205,6 @@ def _search_one(points, conf, nbrs, pivots, thresholds, children, ranges, order,
     lo = ranges[node, 0]
     hi = min(ranges[node, 1], lo + n_seeds)
     n = nbrs.shape[0]  # the graph's nodes: the points, or their first rows when copies are grouped
-    batch = np.empty(4, dtype=np.int64)
     s = lo
     while s < hi and cnt < budget:
         # the leaf's next (at most) four unvisited points, within the budget, offered as the neighbours' are
@@ -1346,10 +1353,11 @@ def _search_range(points, conf, nbrs, pivots, thresholds, children, ranges, orde
     lst_d = np.empty(cap)
     lst_i = np.empty(cap, dtype=np.int64)
     lst_e = np.empty(cap, dtype=np.bool_)
+    batch = np.empty(4, dtype=np.int64)
     for i in range(first, stop):
         samples[i] = _search_one(points, conf, nbrs, pivots, thresholds, children, ranges, order, leaf_order,
                                  split_keys, n_seeds, pivot_node_size, upper, far_ratio, queries[i], q_conf[i], ef,
-                                 budget[i], exclude[i], seen, tag0 + i, lst_d, lst_i, lst_e)
+                                 budget[i], exclude[i], seen, tag0 + i, lst_d, lst_i, lst_e, batch)
         out = 0
         for t in range(ef):
             if out == k:
@@ -1438,13 +1446,14 @@ def _far_ratios(points, conf, nbrs, pivots, thresholds, children, ranges, order,
     lst_d = np.empty(FAR_RANK)
     lst_i = np.empty(FAR_RANK, dtype=np.int64)
     lst_e = np.empty(FAR_RANK, dtype=np.bool_)
+    batch = np.empty(4, dtype=np.int64)
     no_upper = np.empty(0, dtype=np.int64)
     out = np.full(sample.shape[0], np.nan)
     for i in range(sample.shape[0]):
         p = sample[i]
         _search_one(points, conf, nbrs, pivots, thresholds, children, ranges, order, leaf_order, split_keys, n_seeds,
                     pivot_node_size, no_upper, np.inf, points[p], conf[p], FAR_RANK, _NO_BUDGET, p, seen,
-                    tag0 + i, lst_d, lst_i, lst_e)
+                    tag0 + i, lst_d, lst_i, lst_e, batch)
         if lst_i[FAR_RANK - 1] >= 0:  # a full list
             to_query, spread = _found_half_distances(points, conf, lst_d, lst_i, FAR_RANK)
             if spread > 0.0:

@@ -89,6 +89,7 @@ from typing import NamedTuple
 import numba as nb
 import numpy as np
 
+from hypann._borrowed import borrowed
 from hypann._params import Param
 from hypann._runtime import SERIAL_MAX_QUERIES, filled, one_query_arrays
 from hypann._validation import (
@@ -403,6 +404,11 @@ def _knn_tracking_one(pts, conf, perm, lo, hi, left, right, start, end, stack_si
     most one node per tree level plus one, so ``depth + 2`` entries suffice for
     a tree built here; the stack still grows if a tree is deeper than stated.
     """
+    # the arrays are the caller's: their views here need no reference counts (hypann._borrowed)
+    pts, conf, perm, lo, hi, left, right = borrowed(pts), borrowed(conf), borrowed(perm), borrowed(lo), \
+        borrowed(hi), borrowed(left), borrowed(right)
+    start, end, c, q, ed, ei, hd, hid = borrowed(start), borrowed(end), borrowed(c), borrowed(q), borrowed(ed), \
+        borrowed(ei), borrowed(hd), borrowed(hid)
     k = ed.shape[0]
     st_bound = np.empty(max(stack_size, 2))
     st_node = np.empty(max(stack_size, 2), dtype=np.int64)
@@ -522,6 +528,13 @@ _HEAP_START = 64
 
 
 @nb.njit(cache=True, inline="always")
+def _heap_scratch():
+    """The empty best-first heap a caller of :func:`_search_exact_one` gives it: keys and nodes of
+    :data:`_HEAP_START` entries."""
+    return np.empty(_HEAP_START), np.empty(_HEAP_START, dtype=np.int64)
+
+
+@nb.njit(cache=True, inline="always")
 def _child_bounds(q, cq, lo, hi, max_conf, a, b, worst):
     """Bounds (:func:`_node_delta_bound`) of the children ``a`` and ``b``; ``inf`` for a child whose
     bound is proved ``>= worst`` from a prefix of its sum.
@@ -621,7 +634,7 @@ def _scan_leaf(pts, conf, perm, first, stop, q, cq, hd, hid, seeded, alive, cnt,
 
 @nb.njit(cache=True)
 def _search_exact_one(pts, conf, perm, lo, hi, left, right, start, end, max_conf, q, cq, limit, hd, hid, seeded,
-                      alive):
+                      alive, hb, hn):
     """One query of :func:`_search_exact`; fills ``hd``/``hid`` and returns the samples.
 
     With ``seeded`` the lists arrive holding candidates with their true
@@ -641,17 +654,22 @@ def _search_exact_one(pts, conf, perm, lo, hi, left, right, start, end, max_conf
     Bounds and distances are abandoned early (:func:`_child_bounds`,
     :func:`_scan_leaf`) with the same floating-point values as the full sums.
 
-    A separate (serial) function: the heap is allocated and grown here, private
-    to the calling thread. The heap grows before every push that would
-    overflow it, so no capacity bound is assumed. (When the growth was written
+    A separate (serial) function: the heap starts in the caller's scratch
+    ``hb``/``hn`` (:func:`_heap_scratch`) and is grown here, private to the
+    calling thread. The heap grows before every push that would overflow it,
+    so no capacity bound is assumed. (When the growth was written
     inline in the ``prange`` body, numba's parallel lowering turned the slice
     copies of the grown heap into nested parallel loops and the pushes then
     wrote past the end of the buffer -- also with one thread. Kernels of this
     package keep every reallocating buffer in a serial per-row function.)
     """
+    # the arrays are the caller's: their views here need no reference counts (hypann._borrowed)
+    pts, conf, perm, lo, hi, left, right = borrowed(pts), borrowed(conf), borrowed(perm), borrowed(lo), \
+        borrowed(hi), borrowed(left), borrowed(right)
+    start, end, max_conf, q, hd, hid, alive = borrowed(start), borrowed(end), borrowed(max_conf), borrowed(q), \
+        borrowed(hd), borrowed(hid), borrowed(alive)
+    hb, hn = borrowed(hb), borrowed(hn)  # (a grown heap is this function's own, counted)
     k = hd.shape[0]
-    hb = np.empty(_HEAP_START)
-    hn = np.empty(_HEAP_START, dtype=np.int64)
     size = 0
     cnt = 0
     if limit <= 0 or _node_delta_bound(q, cq, lo, hi, max_conf, 0) >= hd[k - 1]:
@@ -713,9 +731,10 @@ def _search_exact(pts, conf, perm, lo, hi, left, right, start, end, max_conf, qu
     m = queries.shape[0]
     samples = np.zeros(m, dtype=np.int64)
     for i in nb.prange(m):
+        hb, hn = _heap_scratch()
         samples[i] = _search_exact_one(
             pts, conf, perm, lo, hi, left, right, start, end, max_conf, queries[i], q_conf[i], budget[i],
-            out_d[i], out_i[i], seeded, alive,
+            out_d[i], out_i[i], seeded, alive, hb, hn,
         )
     return samples
 
@@ -726,10 +745,11 @@ def _search_exact_serial(pts, conf, perm, lo, hi, left, right, start, end, max_c
     """:func:`_search_exact` on the calling thread (small batches: no thread-pool launch)."""
     m = queries.shape[0]
     samples = np.zeros(m, dtype=np.int64)
+    hb, hn = _heap_scratch()
     for i in range(m):
         samples[i] = _search_exact_one(
             pts, conf, perm, lo, hi, left, right, start, end, max_conf, queries[i], q_conf[i], budget[i],
-            out_d[i], out_i[i], seeded, alive,
+            out_d[i], out_i[i], seeded, alive, hb, hn,
         )
     return samples
 
@@ -745,8 +765,10 @@ def _search_exact_coordinates(pts, conf, perm, lo, hi, left, right, start, end, 
     is a valid point."""
     queries, q_conf, valid = one_query_start(X, c, lorentz, out_i, out_d, samples)
     if valid:
+        hb, hn = _heap_scratch()
         samples[0] = _search_exact_one(pts, conf, perm, lo, hi, left, right, start, end, max_conf, queries[0],
-                                       q_conf[0], _NO_BUDGET, out_d[0], out_i[0], False, np.empty(0, dtype=np.uint8))
+                                       q_conf[0], _NO_BUDGET, out_d[0], out_i[0], False, np.empty(0, dtype=np.uint8),
+                                       hb, hn)
     return valid
 
 
@@ -777,6 +799,11 @@ def _range_one(pts, conf, perm, lo, hi, left, right, start, end, max_conf, alive
     Writes at most ``out_i.shape[0]`` hits (pass empty arrays to count only)
     and returns the number of hits found. Depth-first; the stack grows.
     """
+    # the arrays are the caller's: their views here need no reference counts (hypann._borrowed)
+    pts, conf, perm, lo, hi, left, right = borrowed(pts), borrowed(conf), borrowed(perm), borrowed(lo), \
+        borrowed(hi), borrowed(left), borrowed(right)
+    start, end, max_conf, alive, q, out_i, out_d = borrowed(start), borrowed(end), borrowed(max_conf), \
+        borrowed(alive), borrowed(q), borrowed(out_i), borrowed(out_d)
     st = np.empty(64, dtype=np.int64)
     st[0] = 0
     sp = 1
