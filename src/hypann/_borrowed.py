@@ -5,10 +5,10 @@ increment when a variable or a view (such as the row ``points[u]``) takes it,
 an atomic decrement when it dies. LLVM removes the pairs it can prove
 balanced, but not in loops whose values pass through branches and helpers
 inlined by numba, such as a graph walk that evaluates the rows of the
-neighbours it has not seen. There the two atomic instructions cost more than
-the arithmetic: they took 38 % of the samples of a profile of the graph
-search on 100-D float32 points, and 11 % of the kd-tree's on 10-D points
-(``docs/benchmarks.md``, "Arrays without reference counts").
+neighbours it has not seen. There the two atomic instructions were the
+hottest of a profile of the graph search (``perf``, a scratch run), and
+among the hottest of the kd-tree's; without them both search faster
+(``docs/benchmarks.md``, "Search loops without reference counts").
 
 :func:`borrowed` returns the same array (data, shape, strides) with no memory
 block (a ``NULL`` meminfo, which numba's increments and decrements skip, and

@@ -230,8 +230,8 @@ import numba as nb
 import numpy as np
 
 from hypann import _progress as progress
-from hypann._prefetch import prefetch_item, prefetch_row, prefetches_rows
 from hypann._borrowed import borrowed
+from hypann._prefetch import prefetch_item, prefetch_row, prefetches_rows
 from hypann._runtime import SERIAL_MAX_QUERIES, VisitedMarks, one_query_arrays, release_freed_heap
 from hypann._validation import (check_positive_int, check_query_coordinates, check_real, check_stored_points,
                                 check_stored_queries, state_flag)
