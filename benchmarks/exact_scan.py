@@ -97,7 +97,8 @@ def main(argv=None):
     columns = ["family", "dim", "n", "k", "batch", "brute_qps", "plain_x", "gram_x", "gram_over_plain",
                "evaluated_per_query"]
     print(markdown_table(rows, columns))
-    write_json("exact_scan" if args.k == 10 else f"exact_scan_k{args.k}", {"args": vars(args), "seconds": time.perf_counter() - t0, "rows": rows})
+    name = "exact_scan" if args.k == 10 else f"exact_scan_k{args.k}"
+    write_json(name, {"args": vars(args), "seconds": time.perf_counter() - t0, "rows": rows})
 
 
 if __name__ == "__main__":
