@@ -11,9 +11,8 @@ among the hottest of the kd-tree's; without them both search faster
 (``docs/benchmarks.md``, "Search loops without reference counts").
 
 :func:`borrowed` returns the same array (data, shape, strides) with no memory
-block (a ``NULL`` meminfo, which numba's increments and decrements skip, and
-LLVM drops once it sees the constant). Views, rows and slices of it are
-borrowed too. A borrowed array is valid as long as someone else holds the
+block (a ``NULL`` meminfo, which numba's increments and decrements skip).
+Views, rows and slices of it are borrowed too. A borrowed array is valid as long as someone else holds the
 original, so a kernel borrows **only its own arguments**, whose caller holds
 them for the whole call, never an array it allocates (numba releases a
 variable after its last use, which would free the data under the borrowed
