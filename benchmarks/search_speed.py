@@ -33,7 +33,7 @@ import numba
 import numpy as np
 
 import hypann
-from _common import family_arguments, family_cases, family_split, markdown_table, write_json
+from _common import family_arguments, family_cases, family_split, markdown_table, median_time, write_json
 
 K = 10
 
@@ -47,12 +47,7 @@ def answer_fingerprint(result) -> str:
 def run_case(name, dim, algorithm, args):
     n, X, _, Q, _ = family_split(name, dim, args)
     index = hypann.HyperbolicIndex(algorithm=algorithm, n_jobs=1, random_state=0).build(X)
-    result = index.search(Q, K)  # compile / warm
-    batch = []
-    for _ in range(args.repeats):
-        t0 = time.perf_counter()
-        result = index.search(Q, K)
-        batch.append(time.perf_counter() - t0)
+    batch_s, result = median_time(lambda: index.search(Q, K), repeats=args.repeats, warmup=1)  # warm: compile
     single = []
     for i in range(min(args.single, len(Q))):
         q = Q[i:i + 1]
@@ -60,7 +55,7 @@ def run_case(name, dim, algorithm, args):
         index.search(q, K)
         single.append(time.perf_counter() - t0)
     return {"family": name, "dim": dim, "n": n, "algorithm": algorithm,
-            "batch_us": 1e6 * float(np.median(batch)) / len(Q), "single_us": 1e6 * float(np.median(single)),
+            "batch_us": 1e6 * batch_s / len(Q), "single_us": 1e6 * float(np.median(single)),
             "answer": answer_fingerprint(result)}
 
 
