@@ -86,7 +86,7 @@ def test_same_data_shape_and_strides(dtype, make):
     assert total == a.sum()
 
 
-def test_read_only_arrays_stay_read_only_and_are_read():
+def test_read_only_arrays_are_read():
     a = np.arange(12.0).reshape(3, 4)
     a.setflags(write=False)
     assert _describe(a)[3] == a.sum()
