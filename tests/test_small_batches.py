@@ -408,6 +408,35 @@ def test_one_plain_query_takes_the_compiled_path_and_answers_as_the_batch(data, 
             _same(index.search(Q[i:i + 1], k), batches[6, np.float64], i)
 
 
+@pytest.mark.parametrize("config", FAST_CONFIGS[:2], ids=lambda c: ",".join(f"{k}={v}" for k, v in c.items()))
+def test_the_kept_one_query_function_follows_the_build_and_the_settings(data, config):
+    """The index keeps the algorithm's one-query function: after a new build, a compaction, a new ``c`` or
+    a pickle / deep copy, a one-query answer is still the batch's row of the index as it is then."""
+    import copy
+
+    X, Q = data
+    index = hypann.HyperbolicIndex(random_state=0, verbose=False, **config).build(X)
+    index.search(Q[:1], 5)  # makes and keeps the function
+    index.build(X[:700])
+    _same(index.search(Q[3:4], 5), index.search(Q[:6], 5), 3)
+    assert index.search(Q[3:4], 5).indices.max() < 700
+    index.add(Q[:2] * 0.5)
+    index.compact()  # a new structure over 702 points
+    _same(index.search(Q[3:4], 5), index.search(Q[:6], 5), 3)
+    index.c = 4.0  # the same stored points, distances in another curvature
+    index.search(Q[:1] / 2.0, 5)
+    _same(index.search(Q[3:4] / 2.0, 5), index.search(Q[:6] / 2.0, 5), 3)
+    for twin in (pickle.loads(pickle.dumps(index)), copy.deepcopy(index)):
+        _same(twin.search(Q[3:4] / 2.0, 5), index.search(Q[:6] / 2.0, 5), 3)
+    first, second = index.search(Q[3:4] / 2.0, 5), index.search(Q[4:5] / 2.0, 5)
+    for name, counts in first.stats.as_dict().items():  # each answer's own counters: a caller may change them
+        assert not np.shares_memory(counts, second.stats.as_dict()[name]), name
+    first.stats.rounds[0] = 7
+    first.stats.oracle_calls[0] = 7
+    third = index.search(Q[5:6] / 2.0, 5)
+    assert third.stats.rounds[0] == 1 and third.stats.oracle_calls[0] == 0
+
+
 def test_the_checked_path_answers_what_the_fast_path_does_not_take(data):
     """Graph with exact=True, brute force, a budget, a list, a numpy bool k, two rows, points added: each
     still answers (through the checked path) as its batch, or reports what is wrong. A Lorentz query (the

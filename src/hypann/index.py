@@ -506,36 +506,61 @@ class HyperbolicIndex:
             ``indices`` (m, k) int64, ``distances`` (m, k) float64 ascending,
             ``stats`` per query.
         """
-        self._check_fitted()
-        if budget is None and oracle_params is None and self._one_plain_query(Q, k):
-            found = self._search_coordinates(Q, int(k), query_params)
+        if budget is None and oracle_params is None:
+            found = self._search_one(Q, k, query_params)
             if found is not None:
                 return found
+        self._check_fitted()
         queries, q_conf = self._queries(Q)
         return self._search_validated(queries, q_conf, k, budget=budget, oracle_params=oracle_params, **query_params)
 
-    def _one_plain_query(self, Q, k):
-        """Whether ``search(Q, k)`` may take the one-query fast path: one row of the index's model and
-        dimension in a float64 or float32 array, a valid ``k`` (an int or a numpy integer), no point added or
-        removed since the build."""
-        return (V.plain_rows(Q, model=self.model, dim=self.dim_, max_rows=1)
-                and (type(k) is int or isinstance(k, np.integer)) and 1 <= k <= self.n_points_
-                and not self.live_.n_changes)
+    def _search_one(self, Q, k, query_params):
+        """:meth:`search` of one plain query in one compiled call of the algorithm (its
+        :meth:`~hypann.search.base.SearchAlgorithm.one_query_function`), or ``None`` to take the checked path.
 
-    def _search_coordinates(self, Q, k, query_params):
-        """:meth:`search` of one plain query (:meth:`_one_plain_query`) in one compiled call of the algorithm
-        (``search_coordinates``): the checked path's answer, or ``None`` to take that path. It is taken
-        when the settings or the query have a problem (it reports them in its order) or when a graph
-        search came back short of ``k`` points (it completes the row)."""
+        Taken for one row of the index's model and dimension in a float64 or
+        float32 array, a valid ``k`` (an int or a numpy integer) and valid
+        settings, with no point added or removed since the build. The
+        checked path answers the rest: a query, ``k`` or setting with a
+        problem (it reports them in its order), a query that is not a valid
+        point, and a graph search that came back short of ``k`` points (it
+        completes the row).
+        """
+        run = self._one_query_function()
+        if (run is None or not V.plain_rows(Q, model=self.model, dim=self.dim_, max_rows=1)
+                or not (type(k) is int or isinstance(k, np.integer))
+                or not 1 <= k <= self.live_.n_built):  # all built points are live (_one_query_function)
+            return None
         try:
             params = self._one_query_params(query_params)
-            c = V.check_curvature(self.c)
         except (TypeError, ValueError):
             return None
-        found = self.algorithm_.search_coordinates(Q, c, k, model=self.model, **params)
-        if found is None or any_negative(found[0]):
+        found = run(Q, int(k), **params)
+        if found is None or any_negative(found[0]):  # a row short of k points: the checked path completes it
             return None
-        return self._result(*found, short=False)
+        ids, deltas, samples = found
+        return SearchResult(self.live_.labels_of(ids), dist_from_delta(deltas, c=self.c),
+                            SearchStats.one_query(samples))
+
+    def _one_query_function(self):
+        """The algorithm's one-query function (:meth:`_search_one`) for this build, curvature and model, made
+        on the first call and kept; ``None`` before a build, after points were added or removed, for
+        settings with a problem, or for an algorithm without one."""
+        algorithm = self.__dict__.get("algorithm_")
+        if algorithm is None or self.live_.n_changes:
+            return None
+        c, model = self.c, self.model
+        kept = self.__dict__.get("_one_query")
+        if kept is not None and kept[0] is algorithm and kept[1] is c and kept[2] is model:
+            return kept[3]
+        try:
+            checked = V.check_curvature(c)
+            V.check_model(model)
+        except (TypeError, ValueError):
+            return None
+        run = algorithm.one_query_function(checked, model)
+        self._one_query = (algorithm, c, model, run)
+        return run
 
     def _one_query_params(self, query_params):
         """Checked per-call settings of a one-query search, kept per algorithm class and setting (a loop of
@@ -733,16 +758,20 @@ class HyperbolicIndex:
             return np.ascontiguousarray(points, dtype=np.float64), conformal
         return V.check_points(Q, name="Q", model=self.model, c=self.c, dim=self.dim_, allow_empty=True)
 
-    def _result(self, ids, deltas, stats, *, short=None):
-        """The :class:`SearchResult` of rows ``ids`` and their ``deltas``; ``-1`` ids get distance ``inf``.
-        ``short``: whether any id is ``-1``, when the caller knows it already (else it is looked up)."""
+    def _result(self, ids, deltas, stats):
+        """The :class:`SearchResult` of rows ``ids`` and their ``deltas``; ``-1`` ids get distance ``inf``."""
         ids = self._labels_of(np.asarray(ids, dtype=np.int64))
         distances = dist_from_delta(deltas, c=self.c)
-        if any_negative(ids) if short is None else short:
+        if any_negative(ids):
             distances[ids < 0] = np.inf
         return SearchResult(ids, distances, stats)
 
     # -- persistence ------------------------------------------------------
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state.pop("_one_query", None)  # a function of this process (a closure over the build), made again on use
+        return state
+
     def save(self, path, *, format_version=None):
         """Write the index to ``path`` atomically (see :mod:`hypann.io`).
 

@@ -211,11 +211,10 @@ class GraphSearch(SearchAlgorithm):
             samples = samples + tree_samples
         return ids, deltas, SearchStats.without_oracle(samples, 2 if self.exact else 1)
 
-    def search_coordinates(self, X, c, k, *, ef=None, model="poincare"):
+    def one_query_function(self, c, model):
         if self.exact:  # the kd-tree's re-check (or the mapping of a scan's ids) takes the checked path
             return None
-        found = self.graph_._search_checked_coordinates(X, c, model == "lorentz", k, ef)
-        return None if found is None else (found[0], found[1], SearchStats.without_oracle(found[2], 1))
+        return self.graph_.one_query_function(c, model == "lorentz")
 
     def get_state(self):
         # the points are saved once: by the graph (leaf order) or the kd-tree (exact=True)

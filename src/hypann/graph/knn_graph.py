@@ -1974,20 +1974,35 @@ class HyperbolicGraphIndex:
         """:meth:`search_coordinates` of arguments its caller has checked, as ``(ids, deltas, samples)`` or
         ``None``: ``X`` a float64 or float32 array of shape (1, d), or (1, d+1) on the hyperboloid when
         ``lorentz``; ``c`` a finite float > 0; ``k`` and ``ef`` (default ``ef_``) positive ints; a fitted
-        index. The one-query path of :meth:`hypann.HyperbolicIndex.search`, which has checked them.
-        Private: with unchecked arguments the kernel could read outside its arrays."""
-        if self.scans_for(ef):
-            query, q_conformal, worst = few_lorentz_points(X, c) if lorentz else few_points_conformal(X, c)
-            return self._scan(query, q_conformal, k) if worst > 0.0 else None
-        ids, deltas, samples = one_query_arrays(k)
+        index. Private: with unchecked arguments the kernel could read outside its arrays."""
+        return self.one_query_function(c, lorentz)(X, k, ef)
+
+    def one_query_function(self, c, lorentz):
+        """``run(X, k, ef=None)``: :meth:`_search_checked_coordinates` for the curvature ``c`` and ``lorentz``
+        (checked by the caller, as ``X``, ``k`` and ``ef`` of each call), with the kernel's structure, the
+        visited marks and the defaults looked up once. The one-query path of
+        :meth:`hypann.HyperbolicIndex.search` keeps it for its build and calls it for every query. Private
+        to that path for the same reason."""
+        self._check_fitted()
+        structure = self._structure()
         marks = self._visited_marks()
-        seen, tag = marks.take_one()
-        try:
-            valid = _search_coordinates(*self._structure(), X, c, lorentz, max(self.ef_ if ef is None else ef, k),
-                                        _NO_BUDGETS, _NO_EXCLUDES, seen, tag, ids, deltas, samples)
-        finally:
-            marks.give_one(seen, tag)
-        return (ids, deltas, samples) if valid else None
+        default_ef = self.ef_
+        scans = self.scans_
+
+        def run(X, k, ef=None):
+            if scans and ef is None:  # the default search is the exact scan (scans_for)
+                query, q_conformal, worst = few_lorentz_points(X, c) if lorentz else few_points_conformal(X, c)
+                return self._scan(query, q_conformal, k) if worst > 0.0 else None
+            ids, deltas, samples = one_query_arrays(k)
+            seen, tag = marks.take_one()
+            try:
+                valid = _search_coordinates(*structure, X, c, lorentz, max(default_ef if ef is None else ef, k),
+                                            _NO_BUDGETS, _NO_EXCLUDES, seen, tag, ids, deltas, samples)
+            finally:
+                marks.give_one(seen, tag)
+            return (ids, deltas, samples) if valid else None
+
+        return run
 
     # -- state ------------------------------------------------------------
     def __getstate__(self):

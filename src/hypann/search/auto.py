@@ -193,8 +193,8 @@ class AutoSearch(SearchAlgorithm):
     def search(self, queries, q_conformal, k, *, budget=None, **params):
         return self.chosen_.search(queries, q_conformal, k, budget=budget, **params)
 
-    def search_coordinates(self, X, c, k, **params):
-        return self.chosen_.search_coordinates(X, c, k, **params)
+    def one_query_function(self, c, model):
+        return self.chosen_.one_query_function(c, model)
 
     def search_radius(self, queries, q_conformal, delta_limits, **params):
         return self.chosen_.search_radius(queries, q_conformal, delta_limits, **params)

@@ -14,6 +14,7 @@ import numpy as np
 from hypann import _params
 from hypann import _validation as V
 from hypann.oracles.registry import make_oracle
+from hypann.result import SearchStats
 
 
 class SearchAlgorithm:
@@ -123,22 +124,32 @@ class SearchAlgorithm:
         """Returns ``(ids (m,k) int64, deltas (m,k) float64, SearchStats)``."""
         raise NotImplementedError(f"{type(self).__name__} must implement search")
 
-    def search_coordinates(self, X, c, k, **params):
-        """One query given by its coordinates ``X`` (1, d) in curvature ``-c``, checked and searched in one
-        compiled call: :meth:`search`'s answer for the checked query, or ``None``.
+    def one_query_function(self, c, model):
+        """A function ``run(X, k, **params)`` that answers one query in one compiled call, or ``None``: this
+        algorithm has no such path.
 
-        The fast path of :meth:`hypann.HyperbolicIndex.search` for one query
-        (float64 or float32 ``X`` of the index's dimension, ``k``, ``c`` (a
-        finite float > 0) and ``params`` already checked, no budget, no
-        points added or removed). ``params`` always holds the index's
-        ``model``: with ``"lorentz"``, ``X`` is a hyperboloid row of one more
-        coordinate.
-        ``None``: this algorithm has no such path, or ``X`` is not a valid
-        point; the index then takes the checked path (which reports what is
-        wrong). An implementation must give :meth:`search`'s ids, deltas and
-        counters bit for bit.
+        The fast path of :meth:`hypann.HyperbolicIndex.search` for one
+        query: the index asks for the function once per build, curvature
+        ``c`` (a finite float > 0) and ``model`` (``"lorentz"``: ``X`` is a
+        hyperboloid row of one more coordinate), keeps it, and calls it
+        with a float64 or float32 ``X`` of shape (1, d) in that model, a
+        checked ``k`` and checked per-call settings ``params``, with no
+        budget and no points added or removed. ``run`` returns ``(ids (1, k)
+        int64, deltas (1, k) float64, samples (1,) int64)``: :meth:`search`'s
+        answer for the checked query bit for bit, from one round and no
+        oracle call, or ``None`` when ``X`` is not a valid point; the index
+        then takes the checked path (which reports what is wrong), as it
+        does for a row short of ``k`` points (which it completes).
         """
         return None
+
+    def search_coordinates(self, X, c, k, *, model="poincare", **params):
+        """One query given by its coordinates ``X`` (1, d) in curvature ``-c`` through
+        :meth:`one_query_function`: ``(ids, deltas, SearchStats)``, or ``None`` (no such path, or ``X`` not a
+        valid point). ``X``, ``c``, ``k`` and ``params`` as :meth:`one_query_function` takes them."""
+        run = self.one_query_function(c, model)
+        found = None if run is None else run(X, k, **params)
+        return None if found is None else (found[0], found[1], SearchStats.one_query(found[2]))
 
     #: whether :meth:`search_radius` is exact (False: not offered)
     supports_radius = False

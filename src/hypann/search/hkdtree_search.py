@@ -81,9 +81,8 @@ class HyperbolicKDTreeSearch(SearchAlgorithm):
         ids, deltas, samples = self.tree_.search_exact(queries, q_conformal, k, budget=budget, removed=removed)
         return ids, deltas, SearchStats.without_oracle(samples, 1)
 
-    def search_coordinates(self, X, c, k, *, model="poincare"):
-        found = self.tree_._search_checked_coordinates(X, c, model == "lorentz", k)
-        return None if found is None else (found[0], found[1], SearchStats.without_oracle(found[2], 1))
+    def one_query_function(self, c, model):
+        return self.tree_.one_query_function(c, model == "lorentz")
 
     supports_radius = True
 

@@ -1392,14 +1392,25 @@ class HyperbolicKDTree:
     def _search_checked_coordinates(self, X, c, lorentz, k):
         """:meth:`search_coordinates` of arguments its caller has checked, as ``(ids, deltas, samples)`` or
         ``None``: ``X`` a float64 or float32 array of shape (1, d), or (1, d+1) on the hyperboloid when
-        ``lorentz``; ``c`` a finite float > 0; ``k`` a positive int; a fitted tree. The one-query path
-        of :meth:`hypann.HyperbolicIndex.search`, which has checked them. Private: with unchecked
+        ``lorentz``; ``c`` a finite float > 0; ``k`` a positive int; a fitted tree. Private: with unchecked
         arguments the kernel could read outside its arrays."""
-        ids, deltas, samples = one_query_arrays(k)
-        valid = _search_exact_coordinates(self.points_, self.conformal_, self.indices_, self.lo_, self.hi_,
-                                          self.left_, self.right_, self.start_, self.end_, self.max_conformal_, X, c,
-                                          lorentz, ids, deltas, samples)
-        return (ids, deltas, samples) if valid else None
+        return self.one_query_function(c, lorentz)(X, k)
+
+    def one_query_function(self, c, lorentz):
+        """``run(X, k)``: :meth:`_search_checked_coordinates` for the curvature ``c`` and ``lorentz`` (checked
+        by the caller, as ``X`` and ``k`` of each call), with the tree's arrays gathered once. The one-query
+        path of :meth:`hypann.HyperbolicIndex.search` keeps it for its build and calls it for every query.
+        Private to that path for the same reason."""
+        self._check_fitted()
+        arrays = (self.points_, self.conformal_, self.indices_, self.lo_, self.hi_, self.left_, self.right_,
+                  self.start_, self.end_, self.max_conformal_)
+
+        def run(X, k):
+            ids, deltas, samples = one_query_arrays(k)
+            valid = _search_exact_coordinates(*arrays, X, c, lorentz, ids, deltas, samples)
+            return (ids, deltas, samples) if valid else None
+
+        return run
 
     def _alive(self, removed):
         """Per tree position: 1 for points to consider; empty when none is removed."""
