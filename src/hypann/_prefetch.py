@@ -23,7 +23,7 @@ __all__ = ["prefetch_item", "prefetch_row", "prefetches_rows", "CACHE_LINE", "PR
 #: Bytes per cache line (x86-64 and most ARM cores); a row is asked for one line at a time.
 CACHE_LINE = 64
 #: Rows of fewer bytes are not announced (:func:`prefetches_rows`): the graph walk on 10-D float64 rows
-#: (80 B) lost as much as it gained, and 1.4-1.5x once numba's reference counts were gone from it
+#: (80 B) lost as much as it gained, and its batches 1.37-1.55x once the reference counts were gone
 #: (``docs/benchmarks.md``, "Cache prefetch hints in the graph walk").
 PREFETCH_MIN_ROW_BYTES = 128
 
