@@ -22,9 +22,9 @@ __all__ = ["prefetch_item", "prefetch_row", "prefetches_rows", "CACHE_LINE", "PR
 
 #: Bytes per cache line (x86-64 and most ARM cores); a row is asked for one line at a time.
 CACHE_LINE = 64
-#: Rows of fewer bytes are not announced (:func:`prefetches_rows`): the graph walk on 10-D float64 rows
-#: (80 B) lost as much as it gained, and its batches 1.37-1.55x once the reference counts were gone
-#: (``docs/benchmarks.md``, "Cache prefetch hints in the graph walk").
+#: Rows of fewer bytes are not announced (:func:`prefetches_rows`): announced 10-D float64 rows (80 B) lost the
+#: graph walk as much as they gained, and made its batches 1.37-1.55x slower once numba's reference counts
+#: were gone (``docs/benchmarks.md``, "Cache prefetch hints in the graph walk").
 PREFETCH_MIN_ROW_BYTES = 128
 
 
