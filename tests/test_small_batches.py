@@ -9,6 +9,7 @@ for bit, or with the full input checks' error.
 
 from __future__ import annotations
 
+import copy
 import pickle
 from concurrent.futures import ThreadPoolExecutor
 
@@ -408,26 +409,34 @@ def test_one_plain_query_takes_the_compiled_path_and_answers_as_the_batch(data, 
             _same(index.search(Q[i:i + 1], k), batches[6, np.float64], i)
 
 
+def _one_query_is_the_batch_row(index, Q):
+    """Row 3 of a batch of ``Q[:6]``, searched alone, is the batch's row, through the compiled path."""
+    batch = index.search(Q[:6], 5)
+    _without_checked_path(index)
+    try:
+        _same(index.search(Q[3:4], 5), batch, 3)
+    finally:
+        del index.algorithm_.search  # the class's method again
+
+
 @pytest.mark.parametrize("config", FAST_CONFIGS[:2], ids=lambda c: ",".join(f"{k}={v}" for k, v in c.items()))
 def test_the_kept_one_query_function_follows_the_build_and_the_settings(data, config):
     """The index keeps the algorithm's one-query function: after a new build, a compaction, a new ``c`` or
     a pickle / deep copy, a one-query answer is still the batch's row of the index as it is then."""
-    import copy
-
     X, Q = data
     index = hypann.HyperbolicIndex(random_state=0, verbose=False, **config).build(X)
-    index.search(Q[:1], 5)  # makes and keeps the function
+    _one_query_is_the_batch_row(index, Q)  # makes and keeps the function
     index.build(X[:700])
-    _same(index.search(Q[3:4], 5), index.search(Q[:6], 5), 3)
+    _one_query_is_the_batch_row(index, Q)
     assert index.search(Q[3:4], 5).indices.max() < 700
     index.add(Q[:2] * 0.5)
     index.compact()  # a new structure over 702 points
-    _same(index.search(Q[3:4], 5), index.search(Q[:6], 5), 3)
+    _one_query_is_the_batch_row(index, Q)
     index.c = 4.0  # the same stored points, distances in another curvature
-    index.search(Q[:1] / 2.0, 5)
-    _same(index.search(Q[3:4] / 2.0, 5), index.search(Q[:6] / 2.0, 5), 3)
+    _one_query_is_the_batch_row(index, Q / 2.0)
     for twin in (pickle.loads(pickle.dumps(index)), copy.deepcopy(index)):
-        _same(twin.search(Q[3:4] / 2.0, 5), index.search(Q[:6] / 2.0, 5), 3)
+        assert "_one_query" not in vars(twin)
+        _one_query_is_the_batch_row(twin, Q / 2.0)
     first, second = index.search(Q[3:4] / 2.0, 5), index.search(Q[4:5] / 2.0, 5)
     for name, counts in first.stats.as_dict().items():  # each answer's own counters: a caller may change them
         assert not np.shares_memory(counts, second.stats.as_dict()[name]), name
