@@ -1967,22 +1967,17 @@ class HyperbolicGraphIndex:
         self._check_fitted()
         k, c = check_query_coordinates(X, self.dim_, k, c, model)
         ef = None if ef is None else check_positive_int(ef, "ef")
-        found = self._search_checked_coordinates(X, c, model == "lorentz", k, ef)
+        found = self.one_query_function(c, model == "lorentz")(X, k, ef)
         return None if found is None else GraphSearchResult(*found)
 
-    def _search_checked_coordinates(self, X, c, lorentz, k, ef=None):
-        """:meth:`search_coordinates` of arguments its caller has checked, as ``(ids, deltas, samples)`` or
-        ``None``: ``X`` a float64 or float32 array of shape (1, d), or (1, d+1) on the hyperboloid when
-        ``lorentz``; ``c`` a finite float > 0; ``k`` and ``ef`` (default ``ef_``) positive ints; a fitted
-        index. Private: with unchecked arguments the kernel could read outside its arrays."""
-        return self.one_query_function(c, lorentz)(X, k, ef)
-
     def one_query_function(self, c, lorentz):
-        """``run(X, k, ef=None)``: :meth:`_search_checked_coordinates` for the curvature ``c`` and ``lorentz``
-        (checked by the caller, as ``X``, ``k`` and ``ef`` of each call), with the kernel's structure, the
-        visited marks and the defaults looked up once. The one-query path of
-        :meth:`hypann.HyperbolicIndex.search` keeps it for its build and calls it for every query. Private
-        to that path for the same reason."""
+        """``run(X, k, ef=None)``: :meth:`search_coordinates`'s ``(ids, deltas, samples)`` (or ``None``) for the
+        curvature ``c`` and ``lorentz``, with the kernel's structure, the visited marks and the defaults looked
+        up once. The caller checks the arguments: ``X`` a float64 or float32 array of shape (1, d), or (1, d+1)
+        on the hyperboloid when ``lorentz``; ``c`` a finite float > 0; ``k`` and ``ef`` (default ``ef_``)
+        positive ints. The one-query path of :meth:`hypann.HyperbolicIndex.search` keeps it for its build and
+        calls it for every query. Only for callers that checked them: unchecked, the kernel could read outside
+        its arrays."""
         self._check_fitted()
         structure = self._structure()
         marks = self._visited_marks()

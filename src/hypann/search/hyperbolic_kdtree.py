@@ -1386,21 +1386,16 @@ class HyperbolicKDTree:
         """
         self._check_fitted()
         k, c = check_query_coordinates(X, self.dim_, k, c, model)
-        found = self._search_checked_coordinates(X, c, model == "lorentz", k)
+        found = self.one_query_function(c, model == "lorentz")(X, k)
         return None if found is None else KNNResult(*found)
 
-    def _search_checked_coordinates(self, X, c, lorentz, k):
-        """:meth:`search_coordinates` of arguments its caller has checked, as ``(ids, deltas, samples)`` or
-        ``None``: ``X`` a float64 or float32 array of shape (1, d), or (1, d+1) on the hyperboloid when
-        ``lorentz``; ``c`` a finite float > 0; ``k`` a positive int; a fitted tree. Private: with unchecked
-        arguments the kernel could read outside its arrays."""
-        return self.one_query_function(c, lorentz)(X, k)
-
     def one_query_function(self, c, lorentz):
-        """``run(X, k)``: :meth:`_search_checked_coordinates` for the curvature ``c`` and ``lorentz`` (checked
-        by the caller, as ``X`` and ``k`` of each call), with the tree's arrays gathered once. The one-query
-        path of :meth:`hypann.HyperbolicIndex.search` keeps it for its build and calls it for every query.
-        Private to that path for the same reason."""
+        """``run(X, k)``: :meth:`search_coordinates`'s ``(ids, deltas, samples)`` (or ``None``) for the curvature
+        ``c`` and ``lorentz``, with the tree's arrays gathered once. The caller checks the arguments: ``X`` a
+        float64 or float32 array of shape (1, d), or (1, d+1) on the hyperboloid when ``lorentz``; ``c`` a
+        finite float > 0; ``k`` a positive int. The one-query path of :meth:`hypann.HyperbolicIndex.search`
+        keeps it for its build and calls it for every query. Only for callers that checked them: unchecked,
+        the kernel could read outside its arrays."""
         self._check_fitted()
         arrays = (self.points_, self.conformal_, self.indices_, self.lo_, self.hi_, self.left_, self.right_,
                   self.start_, self.end_, self.max_conformal_)
