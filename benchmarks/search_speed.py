@@ -3,7 +3,8 @@
 For each family of :mod:`hypann.datasets.families` and dimension: ``--n`` base
 points and ``--queries`` held-out queries (same generator), k = 10, one numba
 thread; for each algorithm of ``--algorithms`` (default ``hkdtree,graph``, at
-their defaults) built by ``HyperbolicIndex(..., n_jobs=1, random_state=0)``:
+their defaults) built by ``HyperbolicIndex(..., n_jobs=1, random_state=0)`` with ``--storage``
+(default ``float64``):
 
 * ``batch_us``: the median over ``--repeats`` of one call with every query,
   per query;
@@ -46,7 +47,7 @@ def answer_fingerprint(result) -> str:
 
 def run_case(name, dim, algorithm, args):
     n, X, _, Q, _ = family_split(name, dim, args)
-    index = hypann.HyperbolicIndex(algorithm=algorithm, n_jobs=1, random_state=0).build(X)
+    index = hypann.HyperbolicIndex(algorithm=algorithm, n_jobs=1, random_state=0, storage=args.storage).build(X)
     batch_s, result = median_time(lambda: index.search(Q, K), repeats=args.repeats, warmup=1)  # warm: compile
     single = []
     for i in range(min(args.single, len(Q))):
@@ -54,7 +55,7 @@ def run_case(name, dim, algorithm, args):
         t0 = time.perf_counter()
         index.search(q, K)
         single.append(time.perf_counter() - t0)
-    return {"family": name, "dim": dim, "n": n, "algorithm": algorithm,
+    return {"family": name, "dim": dim, "n": n, "algorithm": algorithm, "storage": args.storage,
             "batch_us": 1e6 * batch_s / len(Q), "single_us": 1e6 * float(np.median(single)),
             "answer": answer_fingerprint(result)}
 
@@ -65,6 +66,8 @@ def main(argv=None):
     ap.add_argument("--dims", default="10,100")
     ap.add_argument("--algorithms", default="hkdtree,graph")
     ap.add_argument("--single", type=int, default=300, help="one-query calls timed per case")
+    ap.add_argument("--storage", default="float64", choices=("float64", "float32"),
+                    help="the indexes' storage (HyperbolicIndex(storage=...))")
     ap.add_argument("--output", default="search_speed")
     args = ap.parse_args(argv)
     numba.set_num_threads(1)
@@ -76,7 +79,7 @@ def main(argv=None):
             print(f"{name:18s} {dim:3d}-D {algorithm:8s} batch {row['batch_us']:9.2f} us/q  single "
                   f"{row['single_us']:9.2f} us  answer {row['answer']}", flush=True)
             rows.append(row)
-    print(markdown_table(rows, ["family", "dim", "n", "algorithm", "batch_us", "single_us", "answer"]))
+    print(markdown_table(rows, ["family", "dim", "n", "algorithm", "storage", "batch_us", "single_us", "answer"]))
     write_json(args.output, {"args": vars(args), "seconds": time.perf_counter() - t0, "rows": rows})
 
 
