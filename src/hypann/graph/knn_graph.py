@@ -164,7 +164,14 @@ The design here
   the data.
 * **Search** is best-first with a sorted list of ``ef`` entries (the list of
   :mod:`hypann.graph.vamana`), ranking by ``delta``; every reported
-  ``delta`` is the exact float64 value of the reported point.
+  ``delta`` is the exact float64 value of the reported point
+  (:func:`delta_row`'s bits). The descent's pivots enter the list with the
+  sums the side test computed; from 16 coordinates on (``split_keys_``) those
+  are split over four lanes, a few units in the last place off, so the
+  entries an answer reports get their exact value there and are sorted by it
+  (:func:`_exact_front`). (Until the twenty-seventh session they were
+  reported with those values; ``tests/test_graph.py`` now checks the bits
+  from 16-D on.)
 * **Reads announced before they are made.** From rows of 128 bytes on
   (:data:`~hypann._prefetch.PREFETCH_MIN_ROW_BYTES`), expanding an entry
   first announces the coordinates, conformal factor and neighbour row of each
@@ -1321,6 +1328,50 @@ def _prefetch_unvisited(p, nbrs, n, seen, tag, points, conf):
             prefetch_row(nbrs, u)
 
 
+@nb.njit(cache=True)
+def _exact_front(q, cq, points, conf, groups, k, ef, lst_d, lst_i):
+    """Give the entries of a searched list that a ``k``-row answer reports their :func:`delta_row` value, bit
+    for bit, and sort them by it (stable).
+
+    For a graph whose entry tree sums its split keys over four lanes (``split_keys``): the descent offers its
+    pivots with those sums, a few units in the last place off :func:`delta_row`'s, which every other entry
+    has. The reported entries are the first nodes of the list (its first ``ef``; ``-1`` ends it) up to ``k``
+    rows, a node counting with its copies (``groups``, :attr:`HyperbolicGraphIndex.copy_groups_`, as
+    :func:`_search_range` reports them); they stay the reported nodes in any order. Their sums run eight
+    rows side by side, each in :func:`sq_dist_row`'s order (:func:`~hypann.geometry._kernels.sq_dist8`; a
+    last group short of eight repeats its last row). A function of its own (not inlined), called once a
+    query.
+    """
+    n = points.shape[0]
+    grouped = groups.shape[0] > 0
+    rows = 0
+    m = 0
+    while m < ef and rows < k and lst_i[m] >= 0:
+        u = lst_i[m]
+        rows += 1
+        if grouped:
+            rows += max(min(groups[u + 1], n) - max(groups[u], 0), 0)
+        m += 1
+    for t in range(0, m, 8):
+        last = m - 1
+        ids = (lst_i[min(t, last)], lst_i[min(t + 1, last)], lst_i[min(t + 2, last)], lst_i[min(t + 3, last)],
+               lst_i[min(t + 4, last)], lst_i[min(t + 5, last)], lst_i[min(t + 6, last)], lst_i[min(t + 7, last)])
+        sums = sq_dist8(q, (points[ids[0]], points[ids[1]], points[ids[2]], points[ids[3]], points[ids[4]],
+                            points[ids[5]], points[ids[6]], points[ids[7]]), False)
+        for r in range(min(8, m - t)):
+            lst_d[t + r] = sums[r] / (cq * conf[ids[r]])
+    for t in range(1, m):  # insertion: equal values keep their order
+        d = lst_d[t]
+        u = lst_i[t]
+        s = t
+        while s > 0 and lst_d[s - 1] > d:
+            lst_d[s] = lst_d[s - 1]
+            lst_i[s] = lst_i[s - 1]
+            s -= 1
+        lst_d[s] = d
+        lst_i[s] = u
+
+
 @nb.njit(cache=True, inline="always")
 def _emit_row(u, d, n, row_i, row_d, out):
     """Write input row ``u`` at ``delta = d`` to slot ``out`` of an answer row, or ``-1`` (``inf``) when ``u`` is
@@ -1358,6 +1409,8 @@ def _search_range(points, conf, nbrs, pivots, thresholds, children, ranges, orde
         samples[i] = _search_one(points, conf, nbrs, pivots, thresholds, children, ranges, order, leaf_order,
                                  split_keys, n_seeds, pivot_node_size, upper, far_ratio, queries[i], q_conf[i], ef,
                                  budget[i], exclude[i], seen, tag0 + i, lst_d, lst_i, lst_e, batch)
+        if split_keys:
+            _exact_front(queries[i], q_conf[i], points, conf, groups, k, ef, lst_d, lst_i)
         out = 0
         for t in range(ef):
             if out == k:
