@@ -84,8 +84,8 @@ def test_results_are_valid_distinct_ids_with_true_deltas(mixture, mixture_index)
 def test_split_key_pivots_are_reported_with_exact_deltas_in_order(name, dim, dtype, keep_order):
     """From ``SPLIT_SUMS_MIN_DIM`` coordinates on the descent offers its pivots with the entry tree's split
     sums: every reported delta is still ``delta_row``'s, bit for bit, and the rows ascend (with copies
-    reported after their node, in leaf order, in float32). Before the answers' front was made exact, a fifth
-    to two fifths of these rows failed."""
+    reported after their node, in leaf order, in float32). Before the answers' front was made exact, all
+    three cases failed."""
     X, cx, Q, cq = _family(name, dim)
     X = X.astype(dtype)
     cx = conformal_factor(X)

@@ -1360,16 +1360,8 @@ def _exact_front(q, cq, points, conf, groups, k, ef, lst_d, lst_i):
                             points[ids[5]], points[ids[6]], points[ids[7]]), False)
         for r in range(min(8, m - t)):
             lst_d[t + r] = sums[r] / (cq * conf[ids[r]])
-    for t in range(1, m):  # insertion: equal values keep their order
-        d = lst_d[t]
-        u = lst_i[t]
-        s = t
-        while s > 0 and lst_d[s - 1] > d:
-            lst_d[s] = lst_d[s - 1]
-            lst_i[s] = lst_i[s - 1]
-            s -= 1
-        lst_d[s] = d
-        lst_i[s] = u
+    for t in range(1, m):  # each entry into the sorted ones before it (equal values keep their order)
+        insert_sorted(lst_d[:t + 1], lst_i[:t + 1], lst_d[t], lst_i[t])
 
 
 @nb.njit(cache=True, inline="always")
