@@ -22,9 +22,11 @@ __all__ = ["prefetch_item", "prefetch_row", "prefetches_rows", "CACHE_LINE", "PR
 
 #: Bytes per cache line (x86-64 and most ARM cores); a row is asked for one line at a time.
 CACHE_LINE = 64
-#: Rows of fewer bytes are not announced (:func:`prefetches_rows`): announced 10-D float64 rows (80 B) lost the
-#: graph walk as much as they gained, and made its batches 1.37-1.55x slower once numba's reference counts
-#: were gone (``docs/benchmarks.md``, "Cache prefetch hints in the graph walk").
+#: Rows from which the graph walk announces the rows of every unvisited neighbour of an entry it expands
+#: (:func:`prefetches_rows`): all of them announced on 10-D float64 rows (80 B) lost the walk as much as they
+#: gained, and made its batches 1.37-1.55x slower once numba's reference counts were gone
+#: (``docs/benchmarks.md``, "Cache prefetch hints in the graph walk"). Two single rows are announced at every
+#: size: a node's child pivots in the descent and the next entry's neighbour row.
 PREFETCH_MIN_ROW_BYTES = 128
 
 

@@ -172,14 +172,18 @@ The design here
   (:func:`_exact_front`). (Until the twenty-seventh session they were
   reported with those values; ``tests/test_graph.py`` now checks the bits
   from 16-D on.)
-* **Reads announced before they are made.** From rows of 128 bytes on
-  (:data:`~hypann._prefetch.PREFETCH_MIN_ROW_BYTES`), expanding an entry
-  first announces the coordinates, conformal factor and neighbour row of each
-  of its unvisited neighbours, and the descent the pivot rows of a node's
-  children (cache prefetch hints, :mod:`hypann._prefetch`), so their cache
-  misses overlap. The same answers; on 100,000 points at 100-D a batch took
-  0.65-0.84 of the time on four families (``docs/benchmarks.md``, "Cache
-  prefetch hints in the graph walk"); at 10-D it did not pay.
+* **Reads announced before they are made** (cache prefetch hints,
+  :mod:`hypann._prefetch`), so their cache misses overlap. At every
+  dimension the descent announces the pivot rows of a node's children. From
+  rows of 128 bytes on (:data:`~hypann._prefetch.PREFETCH_MIN_ROW_BYTES`),
+  expanding an entry first announces the coordinates, conformal factor and
+  neighbour row of each of its unvisited neighbours; on 100,000 points at
+  100-D a batch took 0.65-0.84 of the time on four families
+  (``docs/benchmarks.md``, "Cache prefetch hints in the graph walk"). On
+  shorter rows, where that did not pay, it announces only the neighbour row
+  of the next entry it will expand (:func:`_prefetch_next_row`;
+  ``docs/benchmarks.md``, "Two reads announced in the 10-D walk"). The same
+  answers either way.
 * **ef calibrated at build time.** Data differ in how many evaluations a
   given recall costs, so ``ef=None`` picks the smallest ``ef`` of
   ``10, 12, 16, 20, 24, 32, ...`` (doubling past 512, up to ``n``) whose
@@ -1193,12 +1197,10 @@ def _search_one(points, conf, nbrs, pivots, thresholds, children, ranges, order,
     # computed for the side test anyway): deep pivots lie near q even when q
     # falls on the wrong side of a split (see the module docstring)
     node = 0
-    announce = prefetches_rows(points)
     while children[node, 0] >= 0:
         a = pivots[node, 0]
         b = pivots[node, 1]
-        if announce:
-            _prefetch_child_pivots(node, pivots, children, points)
+        _prefetch_child_pivots(node, pivots, children, points)
         da, db = pivot_sums(q, points[a], points[b], split_keys)
         local = ranges[node, 1] - ranges[node, 0] <= pivot_node_size
         for side in range(2):
@@ -1283,6 +1285,8 @@ def _expand(q, cq, points, conf, nbrs, budget, seen, tag, batch, lst_d, lst_i, l
         lst_e[cur] = True
         if announce:
             _prefetch_unvisited(p, nbrs, n, seen, tag, points, conf)
+        else:
+            _prefetch_next_row(cur, size, lst_i, lst_e, nbrs)
         low = size
         s = 0
         while s < deg:
@@ -1301,6 +1305,18 @@ def _expand(q, cq, points, conf, nbrs, budget, seen, tag, batch, lst_d, lst_i, l
         while cur < size and lst_e[cur]:
             cur += 1
     return size, cnt
+
+
+@nb.njit(cache=True, inline="always")
+def _prefetch_next_row(cur, size, lst_i, lst_e, nbrs):
+    """Announce the neighbour row of the first entry after ``cur`` not expanded yet: the entry
+    :func:`_expand` takes next unless the expansion of ``cur`` inserts one before it. Reading a
+    neighbour row was where the 10-D walk waited most (a ``perf`` profile, scratch)."""
+    j = cur + 1
+    while j < size and lst_e[j]:
+        j += 1
+    if j < size:
+        prefetch_row(nbrs, lst_i[j])
 
 
 @nb.njit(cache=True, inline="always")
