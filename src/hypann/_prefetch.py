@@ -25,8 +25,9 @@ CACHE_LINE = 64
 #: Rows from which the graph walk announces the rows of every unvisited neighbour of an entry it expands
 #: (:func:`prefetches_rows`): all of them announced on 10-D float64 rows (80 B) lost the walk as much as they
 #: gained, and made its batches 1.37-1.55x slower once numba's reference counts were gone
-#: (``docs/benchmarks.md``, "Cache prefetch hints in the graph walk"). Two single rows are announced at every
-#: size: a node's child pivots in the descent and the next entry's neighbour row.
+#: (``docs/benchmarks.md``, "Cache prefetch hints in the graph walk"). Below it the walk announces one row
+#: instead, the neighbour row of the next entry it will expand; the descent announces a node's child pivots at
+#: every size.
 PREFETCH_MIN_ROW_BYTES = 128
 
 

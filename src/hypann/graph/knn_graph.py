@@ -1275,9 +1275,7 @@ def _expand(q, cq, points, conf, nbrs, budget, seen, tag, batch, lst_d, lst_i, l
     (:func:`_offer_batch`); the next entry expanded is the nearest one not yet expanded.
     """
     n = nbrs.shape[0]  # the graph's nodes: the points, or their first rows when copies are grouped
-    cur = 0
-    while cur < size and lst_e[cur]:
-        cur += 1
+    cur = _first_unexpanded(lst_e, 0, size)
     deg = nbrs.shape[1]
     announce = prefetches_rows(points)
     while cur < size and cnt < budget:
@@ -1301,10 +1299,18 @@ def _expand(q, cq, points, conf, nbrs, budget, seen, tag, batch, lst_d, lst_i, l
                 got = _take_unvisited(u, n, seen, tag, batch, got)
             cnt += got
             size, low = _offer_batch(q, cq, points, conf, batch, got, lst_d, lst_i, lst_e, size, ef, low)
-        cur = low if low <= cur else cur + 1
-        while cur < size and lst_e[cur]:
-            cur += 1
+        cur = _first_unexpanded(lst_e, low if low <= cur else cur + 1, size)
     return size, cnt
+
+
+@nb.njit(cache=True, inline="always")
+def _first_unexpanded(lst_e, start, size):
+    """The first position ``>= start`` of the search list's ``size`` entries not expanded yet (``lst_e``
+    False), or ``size`` when there is none."""
+    j = start
+    while j < size and lst_e[j]:
+        j += 1
+    return j
 
 
 @nb.njit(cache=True, inline="always")
@@ -1312,9 +1318,7 @@ def _prefetch_next_row(cur, size, lst_i, lst_e, nbrs):
     """Announce the neighbour row of the first entry after ``cur`` not expanded yet: the entry
     :func:`_expand` takes next unless the expansion of ``cur`` inserts one before it. Reading a
     neighbour row was where the 10-D walk waited most (a ``perf`` profile, scratch)."""
-    j = cur + 1
-    while j < size and lst_e[j]:
-        j += 1
+    j = _first_unexpanded(lst_e, cur + 1, size)
     if j < size:
         prefetch_row(nbrs, lst_i[j])
 
