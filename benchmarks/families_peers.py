@@ -40,10 +40,11 @@ Per method and setting:
   pynndescent = ``NNDescent`` + ``prepare()``). The 1-thread index answers
   the queries. (Older result files have no 2-thread build of
   ``graph, exact=True``: it was built on 1 thread only.)
-* ``build_compiles_1thr`` / ``build_compiles_2thr`` (hypann): numba
-  compilations inside that build's timing. The warm-up
-  (:func:`hypann_warmup`) should leave none; a build that compiled is marked
-  ``*`` in the report (its time includes compiling).
+* ``build_compiles_1thr`` / ``build_compiles_2thr``: numba compilations
+  inside that build's timing, every method (pynndescent: inside ``NNDescent``
+  only, since ``prepare()`` compiles by design). The warm-ups (:func:`hypann_warmup`,
+  ``peers.pynndescent_warmup``) should leave none; a build that compiled is
+  marked ``*`` in the report (its time includes compiling).
 
 Peers get their queries as precomputed rows ``(q, 1-|q|^2)``; hypann
 computes ``1-|q|^2`` inside its timed call. Run with ``NUMBA_NUM_THREADS=2``
@@ -222,12 +223,14 @@ def pynndescent_settings(problem, args, progress):
     for t in args.build_threads:
         numba.set_num_threads(t)
 
-        s1, idx = _timed(lambda t=t: NNDescent(base, metric=peers._PYNND_METRIC, n_neighbors=30, random_state=0,
-                                                n_jobs=t))
+        s1, idx, compiles = _timed_counting_compiles(
+            lambda t=t: NNDescent(base, metric=peers._PYNND_METRIC, n_neighbors=30, random_state=0, n_jobs=t))
         s2, _ = _timed(idx.prepare)  # includes compiling the index's search closure (numba), every time
         build[f"build_s_{t}thr"] = s1 + s2
         build[f"prepare_s_{t}thr"] = s2
-        progress(f"    built pynndescent on {t} thr in {s1 + s2:.1f}s (prepare {s2:.1f}s)")
+        build[f"build_compiles_{t}thr"] = compiles  # in NNDescent only: prepare() compiles by design
+        progress(f"    built pynndescent on {t} thr in {s1 + s2:.1f}s (prepare {s2:.1f}s)"
+                 + (f" (WARNING: {compiles} numba compilations inside NNDescent's timing)" if compiles else ""))
         if t == 1:
             index = idx
     numba.set_num_threads(1)
@@ -261,9 +264,11 @@ def usearch_settings(problem, args, progress):
             idx.add(np.arange(len(base), dtype=np.uint64), base, threads=t)
             return idx
 
-        s, idx = _timed(make)
+        s, idx, compiles = _timed_counting_compiles(make)
         build[f"build_s_{t}thr"] = s
-        progress(f"    built usearch on {t} thr in {s:.1f}s")
+        build[f"build_compiles_{t}thr"] = compiles
+        progress(f"    built usearch on {t} thr in {s:.1f}s"
+                 + (f" (WARNING: {compiles} numba compilations inside the timing)" if compiles else ""))
         if t == 1:
             index = idx
         else:
@@ -438,11 +443,12 @@ def acceptance(case, rows):
     builds = {}
     for t in (1, 2):
         key = f"build_s_{t}thr"
-        fastest = min((r[key] for r in peer if key in r), default=None)
+        fastest_row = min((r for r in peer if key in r), key=lambda r: r[key], default=None)
+        fastest = fastest_row[key] if fastest_row else None
         graph_row = next((r for r in hyp if r["method"] == "hypann graph" and key in r), None)
         graph = graph_row[key] if graph_row else None
         mine = chosen.get(key) if chosen else None
-        compiled = [_short(r) for r in (chosen, graph_row) if r and r.get(f"build_compiles_{t}thr")]
+        compiled = [_short(r) for r in (chosen, graph_row, fastest_row) if r and r.get(f"build_compiles_{t}thr")]
         builds[f"{t}thr"] = {"chosen": _short(chosen), "chosen_s": mine, "graph_s": graph, "fastest_peer_s": fastest,
                              "met": mine is not None and fastest is not None and mine <= fastest,
                              "graph_met": graph is not None and fastest is not None and graph <= fastest,

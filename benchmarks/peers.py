@@ -275,13 +275,31 @@ def _pynnd_metric():
 _PYNND_METRIC = None
 
 
-def pynndescent_warmup(dim, *, n=300, seed=0):
-    """Compile pynndescent's pipeline for the Poincare metric on tiny data; returns seconds."""
+def _pynnd_split_points(dim):
+    """Points above which pynndescent's forest (0.7) splits a node breadth-first, in kernels of their own
+    that a smaller warm-up never compiles: its ``LOCAL_SUBTREE_BYTES`` over a float32 row of ``dim + 1``
+    values; 0 for a pynndescent without that forest."""
+    try:
+        from pynndescent.hybrid_forest import LOCAL_SUBTREE_BYTES
+    except ImportError:
+        return 0
+    return LOCAL_SUBTREE_BYTES // (4 * (dim + 1))
+
+
+def pynndescent_warmup(dim, *, n=None, seed=0):
+    """Compile pynndescent's pipeline for the Poincare metric on small data; returns seconds.
+
+    ``n`` (default: 300, or more than :func:`_pynnd_split_points`, about 24,000 at 10-D) points, so
+    that the forest's breadth-first splits compile here and not inside the first timed build (with an
+    empty numba cache, a 100,000-point build after the 300-point warm-up compiled them).
+    """
     global _PYNND_METRIC
     from pynndescent import NNDescent
 
     if _PYNND_METRIC is None:
         _PYNND_METRIC = _pynnd_metric()
+    if n is None:
+        n = max(300, _pynnd_split_points(dim) + 100)
     rng = np.random.default_rng(seed)
     x = rng.uniform(-1, 1, (n, dim)) * (0.5 / np.sqrt(dim))
     lifted = np.hstack([x, (1.0 - np.einsum("ij,ij->i", x, x))[:, None]])
