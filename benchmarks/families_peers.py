@@ -123,6 +123,11 @@ class _CompileCounter(numba_event.Listener):
         self.count += 1
 
 
+def _compile_warning(compiles, timing="the timing"):
+    """The progress line's note on a build that compiled ``compiles`` numba kernels inside ``timing`` ("" for none)."""
+    return f" (WARNING: {compiles} numba compilations inside {timing})" if compiles else ""
+
+
 def _timed_counting_compiles(fn):
     """``(seconds, result, compilations)`` of ``fn()``: a build whose time includes compiling kernels says so."""
     counter = _CompileCounter()
@@ -134,6 +139,16 @@ def _timed_counting_compiles(fn):
 # ---------------------------------------------------------------------------
 # builders: each returns a list of Settings (one per query setting)
 # ---------------------------------------------------------------------------
+#: The hypann methods measured: (name, index settings, exact).
+HYPANN_METHODS = (("hypann auto (exact)", {"algorithm": "auto"}, True),
+                  ("hypann hkdtree (exact)", {"algorithm": "hkdtree"}, True),
+                  ("hypann graph", {"algorithm": "graph"}, False),
+                  ("hypann graph exact=True", {"algorithm": "graph", "exact": True}, True))
+#: With float32 storage, the peers' precision (pynndescent searches float32 rows); unless ``--no-float32``.
+#: ``auto`` is then exact against the float32-rounded points only: recall is scored on the float64 data.
+HYPANN_FLOAT32_METHODS = (("hypann graph storage=float32", {"algorithm": "graph", "storage": "float32"}, False),
+                          ("hypann auto storage=float32", {"algorithm": "auto", "storage": "float32"}, False))
+
 #: Points of the warm-up's builds. Fewer would leave kernels of the large builds to compile inside
 #: their timing: on 500 points the graph's default search is the exact scan (not the walk) and its
 #: k-NN graph has one component (no bridges), so a 100,000-point build compiled both, tens of seconds.
@@ -143,7 +158,8 @@ WARMUP_POINTS = 6000
 def hypann_warmup(dim, seed=0):
     """Build and search every hypann method once on small data (numba compile / cache load); returns seconds.
 
-    Three times: on 500 points of the Gaussian mixture (where the graph's default search is the
+    Every method measured (:data:`HYPANN_METHODS`, :data:`HYPANN_FLOAT32_METHODS`) and ``brute``,
+    three times: on 500 points of the Gaussian mixture (where the graph's default search is the
     exact scan), on :data:`WARMUP_POINTS` of them, and on those with a tenth of them twice more
     (exact copies: the graph's search then has groups of copies, kernels of their own types). On the
     two larger sets the graph walks and has several components, as on the benchmark's data
@@ -154,9 +170,7 @@ def hypann_warmup(dim, seed=0):
     base, queries = x[:WARMUP_POINTS], x[WARMUP_POINTS:]
     copies = base[: WARMUP_POINTS // 10]
     for data in (base[:500], base, np.concatenate([base, copies, copies])):
-        for kw in ({"algorithm": "auto"}, {"algorithm": "hkdtree"}, {"algorithm": "brute"}, {"algorithm": "graph"},
-                   {"algorithm": "graph", "exact": True}, {"algorithm": "graph", "storage": "float32"},
-                   {"algorithm": "auto", "storage": "float32"}):
+        for kw in [{"algorithm": "brute"}] + [m[1] for m in HYPANN_METHODS + HYPANN_FLOAT32_METHODS]:
             for t in (1, 2):
                 index = hypann.HyperbolicIndex(**kw, random_state=seed, n_jobs=t, verbose=False).build(data)
                 index.search(queries, K)
@@ -172,14 +186,7 @@ def hypann_warmup(dim, seed=0):
 def hypann_settings(problem, args, progress):
     base, k = problem.base, problem.k
     out = []
-    specs = [("hypann auto (exact)", {"algorithm": "auto"}, True),
-             ("hypann hkdtree (exact)", {"algorithm": "hkdtree"}, True),
-             ("hypann graph", {"algorithm": "graph"}, False),
-             ("hypann graph exact=True", {"algorithm": "graph", "exact": True}, True)]
-    if args.float32:  # the peers' precision: pynndescent searches float32 rows
-        specs.append(("hypann graph storage=float32", {"algorithm": "graph", "storage": "float32"}, False))
-        # exact against the float32-rounded points only: recall is scored on the float64 data
-        specs.append(("hypann auto storage=float32", {"algorithm": "auto", "storage": "float32"}, False))
+    specs = HYPANN_METHODS + (HYPANN_FLOAT32_METHODS if args.float32 else ())
     for method, kw, exact in specs:
         build = {}
         for t in args.build_threads:
@@ -187,8 +194,7 @@ def hypann_settings(problem, args, progress):
                 lambda t=t: hypann.HyperbolicIndex(**kw, random_state=args.seed, n_jobs=t, verbose=False).build(base))
             build[f"build_s_{t}thr"] = s
             build[f"build_compiles_{t}thr"] = compiles
-            progress(f"    built {method} on {t} thr in {s:.1f}s"
-                     + (f" (WARNING: {compiles} numba compilations inside the timing)" if compiles else ""))
+            progress(f"    built {method} on {t} thr in {s:.1f}s" + _compile_warning(compiles))
             if t == 1:
                 index = idx
         index.search(problem.queries[:4], k)  # warm
@@ -230,7 +236,7 @@ def pynndescent_settings(problem, args, progress):
         build[f"prepare_s_{t}thr"] = s2
         build[f"build_compiles_{t}thr"] = compiles  # in NNDescent only: prepare() compiles by design
         progress(f"    built pynndescent on {t} thr in {s1 + s2:.1f}s (prepare {s2:.1f}s)"
-                 + (f" (WARNING: {compiles} numba compilations inside NNDescent's timing)" if compiles else ""))
+                 + _compile_warning(compiles, "NNDescent's timing"))
         if t == 1:
             index = idx
     numba.set_num_threads(1)
@@ -267,8 +273,7 @@ def usearch_settings(problem, args, progress):
         s, idx, compiles = _timed_counting_compiles(make)
         build[f"build_s_{t}thr"] = s
         build[f"build_compiles_{t}thr"] = compiles
-        progress(f"    built usearch on {t} thr in {s:.1f}s"
-                 + (f" (WARNING: {compiles} numba compilations inside the timing)" if compiles else ""))
+        progress(f"    built usearch on {t} thr in {s:.1f}s" + _compile_warning(compiles))
         if t == 1:
             index = idx
         else:
@@ -448,7 +453,9 @@ def acceptance(case, rows):
         graph_row = next((r for r in hyp if r["method"] == "hypann graph" and key in r), None)
         graph = graph_row[key] if graph_row else None
         mine = chosen.get(key) if chosen else None
-        compiled = [_short(r) for r in (chosen, graph_row, fastest_row) if r and r.get(f"build_compiles_{t}thr")]
+        # chosen may be the graph's row (100-D): each build named once
+        compiled = list(dict.fromkeys(_short(r) for r in (chosen, graph_row, fastest_row)
+                                      if r and r.get(f"build_compiles_{t}thr")))
         builds[f"{t}thr"] = {"chosen": _short(chosen), "chosen_s": mine, "graph_s": graph, "fastest_peer_s": fastest,
                              "met": mine is not None and fastest is not None and mine <= fastest,
                              "graph_met": graph is not None and fastest is not None and graph <= fastest,
@@ -563,7 +570,7 @@ def acceptance_rows(cases):
             r[f"build {t} <= fastest peer"] = (
                 f"{'met' if b['met'] else 'NOT met'} ({b['chosen']} {mine}); graph "
                 f"{'met' if b['graph_met'] else 'NOT met'} ({b['graph_s']:.1f}s) vs {b['fastest_peer_s']:.1f}s"
-                + ("".join(f"; {c} compiled kernels inside its timing" for c in b.get("compiled", ()))))
+                + "".join(f"; {c} compiled kernels inside its timing" for c in b["compiled"]))
         b = acc["boundary"]
         r["boundary recall within 0.01"] = (f"{'met' if b['met'] else 'NOT met'}: worst hypann gap "
                                             f"{b['worst_gap']:+.3f} ({b['worst_setting']}); peers' worst "
