@@ -357,6 +357,7 @@ def test_float32_shards_are_checked_as_one_index(ray_cluster, tmp_path, capsys):
         assert index.float32_rounding_ == single.float32_rounding_
         got, want = index.search(X[::7], 3), single.search(X[::7], 3)
         np.testing.assert_array_equal(got.distances, want.distances)
+        assert got.float32_points and want.float32_points  # distances of the rounded points (SearchResult.recall)
     finally:
         index.close()
     calm = ball_points(rng, 400, 4, min_conformal=1e-3)

@@ -1,11 +1,15 @@
-"""Exact hyperbolic k-NN ground truth against a numpy reference."""
+"""Exact hyperbolic k-NN ground truth, and the exact distances of a given answer, against a numpy reference."""
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from hypann.datasets.synthetic import clustered
-from hypann.eval.ground_truth import exact_knn
+from hypann.eval.ground_truth import distances_of_ids, exact_knn
+from hypann.geometry.models import poincare_to_lorentz
 from hypann.geometry.poincare import conformal_factor, pairwise_dist
+from tests.conftest import ball_points
 
 
 def _reference(Q, X, k):
@@ -57,3 +61,63 @@ def test_validation():
 def test_empty_queries():
     ids, dist = exact_knn(np.zeros((0, 2)), np.zeros((3, 2)), 2)
     assert ids.shape == (0, 2) and dist.shape == (0, 2)
+
+
+# -- distances_of_ids: the exact distances of a given answer ---------------------------------------------------
+
+
+def test_distances_of_ids_are_the_exact_distances_of_those_ids():
+    X = clustered(500, 5, seed=4, n_clusters=4)
+    Q = clustered(30, 5, seed=5, n_clusters=4)
+    ids, dist = exact_knn(Q, X, 8)
+    np.testing.assert_array_equal(distances_of_ids(Q, X, ids), dist)  # the same float64 operations
+    other = np.random.default_rng(0).permutation(500)[:240].reshape(30, 8)  # distinct ids, in no order
+    np.testing.assert_allclose(distances_of_ids(Q, X, other), np.take_along_axis(pairwise_dist(Q, X), other, 1),
+                               rtol=1e-12)
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), min_exp=st.integers(1, 13), c=st.sampled_from([1.0, 0.3, 4.0]))
+def test_distances_of_ids_near_the_boundary_and_in_any_curvature(seed, min_exp, c):
+    rng = np.random.default_rng(seed)
+    unit = ball_points(rng, 60, 4, min_conformal=10.0**-min_exp)  # unit-curvature points, 1-|x|^2 down to 1e-13
+    X, Q = unit[10:] / np.sqrt(c), unit[:10] / np.sqrt(c)  # the same points in curvature -c
+    ids = rng.integers(-1, 50, size=(10, 6))
+    got = distances_of_ids(Q, X, ids, c=c)
+    ref = np.take_along_axis(pairwise_dist(Q, X, c=c), np.maximum(ids, 0), 1)
+    for i, row in enumerate(ids):
+        seen = set()
+        for t, j in enumerate(row.tolist()):
+            if j < 0 or j in seen:
+                assert got[i, t] == np.inf  # none, or a repeat of an earlier id: counted once
+            else:
+                np.testing.assert_allclose(got[i, t], ref[i, t], rtol=1e-9)
+                seen.add(j)
+    lorentz = distances_of_ids(poincare_to_lorentz(Q, c=c), poincare_to_lorentz(X, c=c), ids, c=c, model="lorentz")
+    np.testing.assert_allclose(lorentz, got, rtol=1e-9)
+
+
+def test_distances_of_ids_validation():
+    X = np.zeros((5, 2))
+    Q = np.zeros((2, 2))
+    with pytest.raises(TypeError, match="ids must be an array of integers"):
+        distances_of_ids(Q, X, np.zeros((2, 3)))
+    with pytest.raises(TypeError, match="ids must be an array of integers"):
+        distances_of_ids(Q, X, np.zeros((2, 3), dtype=bool))
+    with pytest.raises(ValueError, match=r"ids must have shape \(2, k\)"):
+        distances_of_ids(Q, X, np.zeros((3, 3), dtype=int))
+    with pytest.raises(ValueError, match=r"ids must have shape \(2, k\)"):
+        distances_of_ids(Q, X, np.zeros(2, dtype=int))
+    with pytest.raises(ValueError, match=r"ids must be an \(m, k\) array of integers"):
+        distances_of_ids(Q, X, [[0, 1], [2]])
+    with pytest.raises(ValueError, match=r"ids\[1, 2\] = 5 is neither a row of points \(0 to 4\) nor -1"):
+        distances_of_ids(Q, X, [[0, 1, 2], [0, 1, 5]])
+    with pytest.raises(ValueError, match=r"ids\[0, 0\] = -2"):
+        distances_of_ids(Q, X, [[-2], [0]])
+    with pytest.raises(ValueError, match="dimensions"):
+        distances_of_ids(np.zeros((2, 3)), X, [[0], [1]])
+    with pytest.raises(ValueError, match="not strictly inside"):
+        distances_of_ids(Q, np.full((5, 2), 0.8), [[0], [1]])
+    with pytest.raises(ValueError, match="curvature c"):
+        distances_of_ids(Q, X, [[0], [1]], c=-1.0)
+    assert distances_of_ids(np.zeros((0, 2)), X, np.zeros((0, 3), dtype=int)).shape == (0, 3)

@@ -379,3 +379,28 @@ def test_the_points_and_their_factors_are_gathered_once(algorithm, monkeypatch):
     assert after.indices.shape == (398, 3) and not np.isin(after.indices, [0, 1]).any()
     index.compact()
     assert index.n_points_ == 398 and not calls
+
+
+def test_float32_answers_say_so_and_recall_is_counted_on_the_float64_points():
+    """An answer of float32 storage reports the distances of the rounded points: ``SearchResult.recall`` with
+    them undercounts (and warns), ``distances_of_ids`` gives the float64 distances of the same ids."""
+    from hypann.datasets.synthetic import clustered
+    from hypann.eval import distances_of_ids, exact_knn, recall
+    from hypann.result import Float32PrecisionWarning
+
+    X = clustered(3000, 6, seed=0, n_clusters=20)
+    Q = clustered(100, 6, seed=100, n_clusters=20)
+    _, true_d = exact_knn(Q, X, 10)
+    f64 = hypann.HyperbolicIndex().build(X)
+    f32 = hypann.HyperbolicIndex(storage="float32").build(X)
+    for index, flag in ((f64, False), (f32, True)):
+        for rows in (Q, Q[:1], Q[:0]):  # a batch, the one-query path, no query
+            assert index.search(rows, 10).float32_points is flag
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert f64.search(Q, 10).recall(true_d) == 1.0
+    res = f32.search(Q, 10)
+    with pytest.warns(Float32PrecisionWarning, match=r"distances_of_ids\(Q, X, res.indices\)"):
+        reported = res.recall(true_d)
+    assert reported < 1.0  # found neighbours whose rounded distance misses the threshold of 1e-9
+    assert recall(distances_of_ids(Q, X, res.indices), true_d) == 1.0

@@ -29,7 +29,7 @@ _EXPORTS = {
     "SearchResult": "hypann.result",
     "SearchStats": "hypann.result",
     "RangeSearchResult": "hypann.result",
-    "Float32PrecisionWarning": "hypann.rounding",
+    "Float32PrecisionWarning": "hypann.result",
     "ShardedIndex": "hypann.distributed",
 }
 _SUBPACKAGES = ("datasets", "eval", "geometry", "graph", "oracles", "search", "sklearn", "embed", "distributed")

@@ -823,7 +823,7 @@ class ShardedIndex:
             )
         distances = dist_from_delta(best_d) / np.sqrt(self.c)
         distances[best_ids < 0] = np.inf
-        return SearchResult(best_ids, distances, stats)
+        return SearchResult(best_ids, distances, stats, self.params.get("storage") == "float32")
 
     def _run_round(self, plan, queries, q_conf, k, budget, query_params, best_ids, best_d, stats, allow_partial):
         """Search every shard of ``plan`` (m, S) for its rows in parallel, then merge into the top-k in place."""

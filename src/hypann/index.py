@@ -540,7 +540,7 @@ class HyperbolicIndex:
             return None
         ids, deltas, samples = found
         return SearchResult(self.live_.labels_of(ids), dist_from_delta(deltas, c=self.c),
-                            SearchStats.one_query(samples))
+                            SearchStats.one_query(samples), self.storage == "float32")
 
     def _one_query_function(self):
         """The algorithm's one-query function (:meth:`_search_one`) for this build, curvature and model, made
@@ -590,7 +590,8 @@ class HyperbolicIndex:
         query_params = self.algorithm_.check_query_params(**query_params)
         m = queries.shape[0]
         if m == 0:
-            return SearchResult(np.empty((0, k), np.int64), np.empty((0, k)), SearchStats.zeros(0))
+            return SearchResult(np.empty((0, k), np.int64), np.empty((0, k)), SearchStats.zeros(0),
+                                self.storage == "float32")
         if m <= SERIAL_MAX_QUERIES and self.algorithm_.serial_small_batches and not self.live_.n_changes:
             # serial kernels only: numba's thread setting does not matter (and costs a few microseconds)
             rows, deltas, stats = self._search_rows(queries, q_conf, k, budget, query_params)
@@ -764,7 +765,7 @@ class HyperbolicIndex:
         distances = dist_from_delta(deltas, c=self.c)
         if any_negative(ids):
             distances[ids < 0] = np.inf
-        return SearchResult(ids, distances, stats)
+        return SearchResult(ids, distances, stats, self.storage == "float32")
 
     # -- persistence ------------------------------------------------------
     def __getstate__(self):

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from hypann._runtime import filled
 from hypann.metrics import DEFAULT_EPSILON, recall
+
+
+class Float32PrecisionWarning(UserWarning):
+    """``storage="float32"`` changes distances: between the points nearest the boundary (the build's check,
+    :mod:`hypann.rounding`), and those an answer reports (:meth:`SearchResult.recall`)."""
 
 
 # The oracle calls and the round of a one-query search (:meth:`SearchStats.one_query` copies them).
@@ -90,11 +96,15 @@ class SearchResult:
         where the id is ``-1``.
     stats : SearchStats
         Per-query counters.
+    float32_points : bool
+        Whether the answer comes from points stored in float32 (``storage="float32"``): its distances are then
+        those of the rounded points, not of the float64 points the index was given.
     """
 
     indices: np.ndarray
     distances: np.ndarray
     stats: SearchStats
+    float32_points: bool = False
 
     @property
     def k(self) -> int:
@@ -109,7 +119,20 @@ class SearchResult:
         A returned neighbour counts when its distance is at most the true k-th
         distance times ``1 + rtol``, so equidistant points (frequent near the
         boundary) do not matter. Computed by :func:`hypann.metrics.recall`.
+
+        The answer's own distances are used. With :attr:`float32_points` they
+        are those of the rounded points, and a neighbour that was found can
+        miss the threshold by the rounding: the call warns
+        (:class:`Float32PrecisionWarning`). Count with the float64 distances of
+        the returned points instead:
+        ``recall(distances_of_ids(Q, X, res.indices), true_distances)``
+        (:func:`hypann.eval.distances_of_ids`, :func:`hypann.metrics.recall`).
         """
+        if self.float32_points:
+            warnings.warn("these distances are those of the float32-rounded points (storage='float32'), so a "
+                          "neighbour that was found can miss the recall threshold by the rounding; count with "
+                          "recall(hypann.eval.distances_of_ids(Q, X, res.indices), true_distances) instead",
+                          Float32PrecisionWarning, stacklevel=2)
         return recall(self.distances, true_distances, self.k, epsilon=rtol)
 
     def __repr__(self):

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from hypann.geometry.poincare import delta, dist_from_delta
+from hypann.result import Float32PrecisionWarning
 
 #: How many points (those with the smallest ``1-|x|^2``) the check looks at, at most ...
 SAMPLE = 256
@@ -51,10 +52,6 @@ MIN_WORK = 1 << 22
 CHANGED_RELATIVE = 0.1
 #: ``build`` warns when more than this fraction of the sampled points is changed.
 WARN_FRACTION = 0.1
-
-
-class Float32PrecisionWarning(UserWarning):
-    """``storage="float32"`` changed the distances between points near the boundary (see :mod:`hypann.rounding`)."""
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""Exact hyperbolic k-nearest neighbours by brute force: the ground truth of every benchmark.
+"""Exact hyperbolic k-nearest neighbours by brute force: the ground truth of every benchmark, and the exact
+distances of a given answer (:func:`distances_of_ids`), to score it with.
 
 In the search layer so that the data sets (:mod:`hypann.datasets`) and the evaluation
 (:mod:`hypann.eval`, which re-exports it) share it without importing each other.
@@ -19,11 +20,12 @@ import logging
 import numpy as np
 
 from hypann import _progress as progress
-from hypann._validation import check_k, check_points, check_positive_int
+from hypann._validation import ParameterTypeError, check_curvature, check_k, check_points, check_positive_int
+from hypann.geometry._kernels import delta_to_candidates
 from hypann.geometry.gram_scan import knn_delta_scan
 from hypann.geometry.poincare import dist_from_delta
 
-__all__ = ["exact_knn"]
+__all__ = ["exact_knn", "distances_of_ids"]
 
 logger = logging.getLogger(__name__)
 
@@ -93,3 +95,73 @@ def exact_knn(queries, points, k, *, q_conformal=None, x_conformal=None, chunk=_
             logger.debug("exact_knn: %d/%d queries", stop, m)
             progress.advance(stop - start)
     return ids, dist_from_delta(deltas)
+
+
+def _check_ids(ids, m, n):
+    """``ids`` as an (m, k) int64 array of rows of ``n`` points or ``-1``; a ``TypeError`` or ``ValueError``
+    naming the problem otherwise."""
+    try:
+        arr = np.asarray(ids)
+    except ValueError as exc:  # ragged rows
+        raise ValueError(f"ids must be an (m, k) array of integers: {exc}") from None
+    if arr.dtype == np.bool_ or not np.issubdtype(arr.dtype, np.integer):
+        raise ParameterTypeError(f"ids must be an array of integers (rows of points, -1 for none), "
+                                 f"got dtype={arr.dtype}")
+    if arr.ndim != 2 or arr.shape[0] != m:
+        raise ValueError(f"ids must have shape ({m}, k), one row per query, got shape {arr.shape}")
+    bad = (arr < -1) | (arr >= n)
+    if bad.any():
+        i, t = (int(v) for v in np.argwhere(bad)[0])
+        raise ValueError(f"ids[{i}, {t}] = {arr[i, t]} is neither a row of points (0 to {n - 1}) nor -1 (none)")
+    return arr.astype(np.int64)
+
+
+def _first_occurrences(ids):
+    """``ids`` with every entry that repeats an id earlier in its row set to ``-1``."""
+    order = np.argsort(ids, axis=1, kind="stable")  # equal ids keep their row order
+    ranked = np.take_along_axis(ids, order, axis=1)
+    repeat = np.zeros(ids.shape, dtype=bool)
+    repeat[:, 1:] = (ranked[:, 1:] == ranked[:, :-1]) & (ranked[:, 1:] >= 0)
+    out = ids.copy()
+    rows, cols = np.nonzero(repeat)
+    out[rows, order[rows, cols]] = -1
+    return out
+
+
+def distances_of_ids(queries, points, ids, *, c=1.0, model="poincare"):
+    """Exact float64 distances from each query to the points it was answered with (``ids``), to score an answer
+    whose own distances are not those of ``points``.
+
+    .. math::
+
+        D_{it} = \\frac{2}{\\sqrt c}\\operatorname{asinh}\\sqrt{\\delta(q_i, x_{j})},\\qquad
+        \\delta(q, x) = \\frac{c\\|q - x\\|^2}{(1-c\\|q\\|^2)(1-c\\|x\\|^2)},\\qquad j = \\text{ids}_{it}
+
+    from explicit differences and compensated conformal factors, as :func:`exact_knn` computes them. An index
+    built with ``storage="float32"`` reports the distances of its float32-rounded points; these are the
+    distances of the caller's own points, so ``recall(distances_of_ids(Q, X, result.indices), true_distances)``
+    (:func:`hypann.metrics.recall`) counts a neighbour that was found even where rounding moved its distance.
+    The same scores another library's answer.
+
+    Parameters
+    ----------
+    queries : array_like of shape (m, d), or (m, d+1) for ``model="lorentz"``
+    points : array_like of shape (n, d), or (n, d+1) for ``model="lorentz"``
+        The points the answer refers to, in the caller's precision.
+    ids : array_like of shape (m, k), integers
+        Rows of ``points`` (an index's answer with its default ids), ``-1`` for none.
+    c : float, default 1.0
+        Curvature ``-c`` of ``queries`` and ``points``.
+    model : {"poincare", "lorentz"}, default "poincare"
+
+    Returns
+    -------
+    distances : ndarray of shape (m, k), float64
+        In the order of ``ids`` (not sorted). ``inf`` for ``-1`` and for an id that repeats one earlier in its
+        row, so that no point counts twice in a recall.
+    """
+    c = check_curvature(c)
+    X, cx = check_points(points, name="points", model=model, c=c)
+    Q, cq = check_points(queries, name="queries", model=model, c=c, dim=X.shape[1], allow_empty=True)
+    ids = _first_occurrences(_check_ids(ids, Q.shape[0], X.shape[0]))
+    return dist_from_delta(delta_to_candidates(Q, cq, X, cx, ids), c=c)
