@@ -50,12 +50,34 @@ def test_precomputed_conformal_is_used_and_checked():
         exact_knn(X[:3], X, 3, x_conformal=np.zeros(50))
 
 
+@pytest.mark.parametrize(("model", "c"), [("poincare", 0.25), ("poincare", 3.0), ("lorentz", 1.0), ("lorentz", 2.0)])
+def test_other_models_and_curvatures_answer_as_the_brute_index(model, c):
+    """``exact_knn(..., c=, model=)`` is the ground truth of an index of that model and curvature."""
+    import hypann
+
+    rng = np.random.default_rng(3)
+    unit = ball_points(rng, 400, 5, min_conformal=1e-12)
+    pts = unit / np.sqrt(c)  # Poincare points of curvature -c
+    if model == "lorentz":
+        pts = poincare_to_lorentz(pts, c=c)
+    Q, X = pts[:40], pts[40:]
+    ids, dist = exact_knn(Q, X, 7, c=c, model=model)
+    want = hypann.HyperbolicIndex(algorithm="brute", c=c, model=model).build(X).search(Q, 7)
+    np.testing.assert_array_equal(ids, want.indices)
+    np.testing.assert_allclose(dist, want.distances, rtol=1e-12)
+    np.testing.assert_array_equal(distances_of_ids(Q, X, ids, c=c, model=model), dist)
+
+
 def test_validation():
     X = np.zeros((5, 2))
     with pytest.raises(ValueError, match="k must be in"):
         exact_knn(X, X, 6)
     with pytest.raises(ValueError, match="dimensions"):
         exact_knn(np.zeros((2, 3)), X, 1)
+    with pytest.raises(ValueError, match="curvature c"):
+        exact_knn(X, X, 1, c=0.0)
+    with pytest.raises(ValueError, match="model"):
+        exact_knn(X, X, 1, model="klein")
 
 
 def test_empty_queries():

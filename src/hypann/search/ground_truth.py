@@ -47,38 +47,48 @@ def _check_conformal(conformal, points, name):
     return conformal
 
 
-def exact_knn(queries, points, k, *, q_conformal=None, x_conformal=None, chunk=_QUERY_CHUNK):
+def exact_knn(queries, points, k, *, q_conformal=None, x_conformal=None, chunk=_QUERY_CHUNK, c=1.0,
+              model="poincare"):
     """Exact hyperbolic k nearest neighbours of every query among ``points``.
 
     .. math::
 
         \\operatorname{knn}(q) = \\operatorname{arg\\,k\\text{-}min}_{i}\\;
-        \\frac{\\|q - x_i\\|^2}{(1-\\|q\\|^2)(1-\\|x_i\\|^2)},\\qquad
-        d(q, x_i) = 2\\operatorname{asinh}\\sqrt{\\delta(q, x_i)}
+        \\frac{c\\|q - x_i\\|^2}{(1-c\\|q\\|^2)(1-c\\|x_i\\|^2)},\\qquad
+        d(q, x_i) = \\frac{2}{\\sqrt c}\\operatorname{asinh}\\sqrt{\\delta(q, x_i)}
+
+    for Poincare points of curvature ``-c`` (hyperboloid points are mapped to the ball first, as
+    :class:`hypann.HyperbolicIndex` maps them): the answer of ``HyperbolicIndex(algorithm="brute",
+    c=c, model=model)``.
 
     Parameters
     ----------
-    queries : array_like of shape (m, d)
-        Query points in the unit Poincare ball.
-    points : array_like of shape (n, d)
-        Data points in the unit Poincare ball.
+    queries : array_like of shape (m, d), or (m, d+1) for ``model="lorentz"``
+        Query points.
+    points : array_like of shape (n, d), or (n, d+1) for ``model="lorentz"``
+        Data points.
     k : int
         Number of neighbours, ``1 <= k <= n``.
     q_conformal, x_conformal : array_like of shape (m,) and (n,), optional
-        Precomputed conformal factors ``1-|x|^2`` (compensated); recomputed
-        when omitted. Must be positive.
+        Precomputed conformal factors ``1-|x|^2`` (compensated) of the points
+        in the unit ball (``1 - c|x|^2`` of Poincare points of curvature
+        ``-c``); recomputed when omitted. Must be positive.
     chunk : int, default 256
         Queries per kernel call.
+    c : float, default 1.0
+        Curvature ``-c`` of ``queries`` and ``points``.
+    model : {"poincare", "lorentz"}, default "poincare"
 
     Returns
     -------
     ids : ndarray of shape (m, k), int64
         Neighbour indices sorted by increasing distance; ties by lower index.
     distances : ndarray of shape (m, k), float64
-        Hyperbolic distances (unit curvature), ascending.
+        Hyperbolic distances in curvature ``-c``, ascending.
     """
-    X, cx = check_points(points, name="points")
-    Q, cq = check_points(queries, name="queries", dim=X.shape[1], allow_empty=True)
+    c = check_curvature(c)
+    X, cx = check_points(points, name="points", model=model, c=c)
+    Q, cq = check_points(queries, name="queries", model=model, c=c, dim=X.shape[1], allow_empty=True)
     k = check_k(k, X.shape[0])
     chunk = check_positive_int(chunk, "chunk")
     if q_conformal is not None:
@@ -94,7 +104,7 @@ def exact_knn(queries, points, k, *, q_conformal=None, x_conformal=None, chunk=_
             ids[start:stop], deltas[start:stop] = knn_delta_scan(Q[start:stop], cq[start:stop], X, cx, k)
             logger.debug("exact_knn: %d/%d queries", stop, m)
             progress.advance(stop - start)
-    return ids, dist_from_delta(deltas)
+    return ids, dist_from_delta(deltas, c=c)
 
 
 def _check_ids(ids, m, n):
