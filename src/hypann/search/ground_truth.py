@@ -4,13 +4,16 @@ distances of a given answer (:func:`distances_of_ids`), to score it with.
 In the search layer so that the data sets (:mod:`hypann.datasets`) and the evaluation
 (:mod:`hypann.eval`, which re-exports it) share it without importing each other.
 
-Queries are processed in chunks through the exact batch scan
+Points of curvature ``-c`` (or on the hyperboloid) are mapped to the unit ball first, as an index maps
+them. Queries are processed in chunks through the exact batch scan
 :func:`hypann.geometry.gram_scan.knn_delta_scan` (the same answer as the
 numba scan :func:`hypann.geometry._kernels.brute_knn_delta`), which ranks by the monotone
 surrogate ``delta = |q-x|^2 / ((1-|q|^2)(1-|x|^2))`` formed from explicit
 differences and the stored (compensated) conformal factors; only the ``k``
-winners are converted to distances ``2 asinh(sqrt(delta))``. Ties are broken by
+winners are converted to distances ``2 asinh(sqrt(delta)) / sqrt(c)``. Ties are broken by
 the lower point index, so the answer is a deterministic function of the input.
+:func:`distances_of_ids` computes the same ``delta`` for the pairs it is given
+(:func:`hypann.geometry._kernels.delta_to_candidates`).
 """
 
 from __future__ import annotations
