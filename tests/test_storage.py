@@ -382,8 +382,9 @@ def test_the_points_and_their_factors_are_gathered_once(algorithm, monkeypatch):
 
 
 def test_float32_answers_say_so_and_recall_is_counted_on_the_float64_points():
-    """An answer of float32 storage reports the distances of the rounded points: ``SearchResult.recall`` with
-    them undercounts (and warns), ``distances_of_ids`` gives the float64 distances of the same ids."""
+    """An answer of float32 storage (k-NN or range) says that its distances are those of the rounded points:
+    ``SearchResult.recall`` with them undercounts (and warns), ``distances_of_ids`` gives the float64 distances
+    of the same ids."""
     from hypann.datasets.synthetic import clustered
     from hypann.eval import distances_of_ids, exact_knn, recall
     from hypann.result import Float32PrecisionWarning
@@ -396,6 +397,7 @@ def test_float32_answers_say_so_and_recall_is_counted_on_the_float64_points():
     for index, flag in ((f64, False), (f32, True)):
         for rows in (Q, Q[:1], Q[:0]):  # a batch, the one-query path, no query
             assert index.search(rows, 10).float32_points is flag
+        assert index.search_radius(Q[:5], 1.0).float32_points is flag
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert f64.search(Q, 10).recall(true_d) == 1.0

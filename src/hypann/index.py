@@ -723,7 +723,8 @@ class HyperbolicIndex:
         counts = np.bincount(rows[keep], minlength=m)
         new_offsets = np.zeros(m + 1, dtype=np.int64)
         np.cumsum(counts, out=new_offsets[1:])
-        return RangeSearchResult(new_offsets, self._labels_of(ids[keep].astype(np.int64)), distances[keep])
+        return RangeSearchResult(new_offsets, self._labels_of(ids[keep].astype(np.int64)), distances[keep],
+                                 self.storage == "float32")
 
     def _search_radius_rows(self, queries, q_conf, limits):
         """Range search in row numbering, with added / removed points merged in."""

@@ -153,11 +153,15 @@ class RangeSearchResult:
     indices : ndarray of shape (offsets[-1],), int64
     distances : ndarray of shape (offsets[-1],), float64
         Hyperbolic distances in the index's curvature, ascending per query.
+    float32_points : bool
+        Whether the answer comes from points stored in float32 (``storage="float32"``): its points are those
+        within the radius of the rounded points, at their distances (see :class:`SearchResult`).
     """
 
     offsets: np.ndarray
     indices: np.ndarray
     distances: np.ndarray
+    float32_points: bool = False
 
     def __len__(self):
         return self.offsets.shape[0] - 1
