@@ -54,6 +54,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from _common import median_time
+from hypann.eval import distances_of_ids
 from hypann.eval.metrics import approximation_ratios, recall
 from hypann.geometry import _kernels
 from hypann.geometry.poincare import dist_from_delta
@@ -117,28 +118,19 @@ def make_problem(base, queries, k) -> Problem:
 
 
 def exact_neighbours(problem: Problem, ids):
-    """Exact float64 distances of the returned ids, rows re-sorted ascending.
+    """Exact float64 distances of the returned ids (:func:`hypann.eval.distances_of_ids`), rows re-sorted
+    ascending.
 
     Ids out of range and repeated ids within a row become ``-1`` / ``inf``
     (a peer cannot score twice with one point).
     """
     ids = np.array(ids, dtype=np.int64, copy=True)
     ids[(ids < 0) | (ids >= len(problem.base))] = -1
-    srt = np.sort(ids, axis=1)
-    dup_sorted = np.zeros_like(srt, dtype=bool)
-    dup_sorted[:, 1:] = (srt[:, 1:] == srt[:, :-1]) & (srt[:, 1:] >= 0)
-    if dup_sorted.any():
-        for i in np.flatnonzero(dup_sorted.any(axis=1)):
-            _, first = np.unique(ids[i], return_index=True)
-            keep = np.zeros(ids.shape[1], dtype=bool)
-            keep[first] = True
-            ids[i, ~keep] = -1
-    deltas = _kernels.delta_to_candidates(problem.queries, problem.query_conformal, problem.base,
-                                          problem.base_conformal, ids)
-    order = np.argsort(deltas, axis=1, kind="stable")
+    dist = distances_of_ids(problem.queries, problem.base, ids)
+    order = np.argsort(dist, axis=1, kind="stable")
     ids = np.take_along_axis(ids, order, 1)
-    dist = dist_from_delta(np.take_along_axis(deltas, order, 1))
-    dist[ids < 0] = np.inf
+    dist = np.take_along_axis(dist, order, 1)
+    ids[np.isinf(dist)] = -1  # the repeats distances_of_ids left out
     return ids, dist
 
 

@@ -590,8 +590,7 @@ class HyperbolicIndex:
         query_params = self.algorithm_.check_query_params(**query_params)
         m = queries.shape[0]
         if m == 0:
-            return SearchResult(np.empty((0, k), np.int64), np.empty((0, k)), SearchStats.zeros(0),
-                                self.storage == "float32")
+            return self._result(np.empty((0, k), np.int64), np.empty((0, k)), SearchStats.zeros(0))
         if m <= SERIAL_MAX_QUERIES and self.algorithm_.serial_small_batches and not self.live_.n_changes:
             # serial kernels only: numba's thread setting does not matter (and costs a few microseconds)
             rows, deltas, stats = self._search_rows(queries, q_conf, k, budget, query_params)

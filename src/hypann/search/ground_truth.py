@@ -50,6 +50,15 @@ def _check_conformal(conformal, points, name):
     return conformal
 
 
+def _checked_points(queries, points, c, model):
+    """``(c, Q, cq, X, cx)``: the checked curvature and the queries and points mapped to the unit ball with their
+    conformal factors (:func:`~hypann._validation.check_points`; the queries may be empty)."""
+    c = check_curvature(c)
+    X, cx = check_points(points, name="points", model=model, c=c)
+    Q, cq = check_points(queries, name="queries", model=model, c=c, dim=X.shape[1], allow_empty=True)
+    return c, Q, cq, X, cx
+
+
 def exact_knn(queries, points, k, *, q_conformal=None, x_conformal=None, chunk=_QUERY_CHUNK, c=1.0,
               model="poincare"):
     """Exact hyperbolic k nearest neighbours of every query among ``points``.
@@ -89,9 +98,7 @@ def exact_knn(queries, points, k, *, q_conformal=None, x_conformal=None, chunk=_
     distances : ndarray of shape (m, k), float64
         Hyperbolic distances in curvature ``-c``, ascending.
     """
-    c = check_curvature(c)
-    X, cx = check_points(points, name="points", model=model, c=c)
-    Q, cq = check_points(queries, name="queries", model=model, c=c, dim=X.shape[1], allow_empty=True)
+    c, Q, cq, X, cx = _checked_points(queries, points, c, model)
     k = check_k(k, X.shape[0])
     chunk = check_positive_int(chunk, "chunk")
     if q_conformal is not None:
@@ -173,8 +180,6 @@ def distances_of_ids(queries, points, ids, *, c=1.0, model="poincare"):
         In the order of ``ids`` (not sorted). ``inf`` for ``-1`` and for an id that repeats one earlier in its
         row, so that no point counts twice in a recall.
     """
-    c = check_curvature(c)
-    X, cx = check_points(points, name="points", model=model, c=c)
-    Q, cq = check_points(queries, name="queries", model=model, c=c, dim=X.shape[1], allow_empty=True)
+    c, Q, cq, X, cx = _checked_points(queries, points, c, model)
     ids = _first_occurrences(_check_ids(ids, Q.shape[0], X.shape[0]))
     return dist_from_delta(delta_to_candidates(Q, cq, X, cx, ids), c=c)
