@@ -28,6 +28,25 @@ _NOTICE_SHOWN = False
 #: busy core) that a single query does not repay.
 SERIAL_MAX_QUERIES = 1
 
+#: A batch is searched in the order of its structure (``query_order`` of the
+#: kd-tree and the graph: queries that read the same points follow each other
+#: while those points are in the cache) when it has at least this many
+#: queries ...
+ORDERED_MIN_QUERIES = 512
+#: ... and at least one query per this many indexed points (below, few queries
+#: share a region of the structure, and finding the order costs more than it
+#: saves): :func:`searched_in_order`.
+ORDERED_POINTS_PER_QUERY = 128
+#: The order groups the queries by the first node of at most this many points
+#: on their way down the structure's tree.
+ORDER_NODE_POINTS = 1024
+
+
+def searched_in_order(m, n):
+    """Whether a batch of ``m`` queries over ``n`` indexed points is searched in its structure's order:
+    ``m >= ORDERED_MIN_QUERIES`` and ``m * ORDERED_POINTS_PER_QUERY >= n``."""
+    return m >= ORDERED_MIN_QUERIES and m * ORDERED_POINTS_PER_QUERY >= n
+
 
 def filled(shape, value, dtype=np.float64):
     """A new array of ``shape`` holding ``value``: ``np.full`` by ``empty`` + ``fill``.

@@ -10,8 +10,9 @@ import numpy as np
 
 from hypann import _validation as V
 from hypann import _progress as progress
-from hypann._runtime import SERIAL_MAX_QUERIES, check_n_jobs, notice_first_compile, numba_threads
-from hypann.geometry._kernels import any_negative
+from hypann._runtime import (SERIAL_MAX_QUERIES, check_n_jobs, notice_first_compile, numba_threads,
+                             searched_in_order)
+from hypann.geometry._kernels import any_negative, inverse_permutation
 from hypann.geometry.gram_scan import knn_delta_scan
 from hypann.geometry.poincare import delta_from_dist, dist_from_delta
 from hypann.oracles.base import EuclideanOracle
@@ -627,7 +628,23 @@ class HyperbolicIndex:
         return rows, deltas, merged
 
     def _search_rows(self, queries, q_conf, k, budget, query_params):
-        """``(rows, deltas, stats)`` of validated queries: the search behind :meth:`search`."""
+        """``(rows, deltas, stats)`` of validated queries: the search behind :meth:`search`.
+
+        A batch large enough (:func:`~hypann._runtime.searched_in_order`) is searched in the order the
+        algorithm gives (:meth:`~hypann.search.base.SearchAlgorithm.query_order`, for the cache) and its
+        answers are put back in the caller's order.
+        """
+        order = None
+        if searched_in_order(queries.shape[0], self.n_points_):
+            order = self.algorithm_.query_order(queries, q_conf)
+        if order is None:
+            return self._search_rows_in_order(queries, q_conf, k, budget, query_params)
+        rows, deltas, stats = self._search_rows_in_order(queries[order], q_conf[order], k, budget, query_params)
+        back = inverse_permutation(order)
+        return np.asarray(rows, dtype=np.int64)[back], np.asarray(deltas, dtype=np.float64)[back], stats.take(back)
+
+    def _search_rows_in_order(self, queries, q_conf, k, budget, query_params):
+        """:meth:`_search_rows` of the queries in the order given."""
         if self.live_.n_changes:
             return self._search_changed(queries, q_conf, k, budget, query_params)
         rows, deltas, stats = self.algorithm_.search(queries, q_conf, k, budget=budget, **query_params)

@@ -211,6 +211,9 @@ class GraphSearch(SearchAlgorithm):
             samples = samples + tree_samples
         return ids, deltas, SearchStats.without_oracle(samples, 2 if self.exact else 1)
 
+    def query_order(self, queries, q_conformal):
+        return self.graph_.query_order(queries, q_conformal)
+
     def one_query_function(self, c, model):
         if self.exact:  # the kd-tree's re-check (or the mapping of a scan's ids) takes the checked path
             return None

@@ -243,7 +243,7 @@ import numpy as np
 from hypann import _progress as progress
 from hypann._borrowed import borrowed
 from hypann._prefetch import prefetch_item, prefetch_row, prefetches_rows
-from hypann._runtime import SERIAL_MAX_QUERIES, VisitedMarks, one_query_arrays, release_freed_heap
+from hypann._runtime import ORDER_NODE_POINTS, SERIAL_MAX_QUERIES, VisitedMarks, one_query_arrays, release_freed_heap
 from hypann._validation import (check_positive_int, check_query_coordinates, check_real, check_stored_points,
                                 check_stored_queries, state_flag)
 from hypann.geometry._kernels import (delta4_below, delta_row, delta_row_below, few_lorentz_points,
@@ -253,8 +253,8 @@ from hypann.geometry._kernels import (delta4_below, delta_row, delta_row_below, 
 from hypann.geometry.gram_scan import knn_delta_scan
 from hypann.graph.copies import copy_leaders
 from hypann.graph.long_edges import long_edges
-from hypann.graph.partition_tree import (build_forest, build_tree, forest_index_dtype, mix_seed, pivot_sums, split_key,
-                                         split_sums_for, splitmix64, upper_pivots)
+from hypann.graph.partition_tree import (build_forest, build_tree, first_node_starts, forest_index_dtype, mix_seed,
+                                         pivot_sums, split_key, split_sums_for, splitmix64, upper_pivots)
 from hypann.graph.vamana import GraphSearchResult, _list_offer
 from hypann.metrics import recall_per_query
 
@@ -2019,6 +2019,26 @@ class HyperbolicGraphIndex:
             return GraphSearchResult(*self._scan(queries, q_conformal, k))
         ids, deltas, samples = self._run(queries, q_conformal, k, ef, budget, None)
         return GraphSearchResult(ids, deltas, samples)
+
+    def query_order(self, queries, q_conformal):
+        """The order in which to search a batch: grouped by the entry tree's first node of at most
+        :data:`~hypann._runtime.ORDER_NODE_POINTS` points on each query's way down (the descent that
+        seeds its search, :func:`~hypann.graph.partition_tree.first_node_starts`), in leaf order, with a
+        stable sort.
+
+        Consecutive queries then walk the same part of the graph, whose points the cache still holds;
+        the answer of every query is the same in any order.
+
+        Returns
+        -------
+        ndarray of shape (m,), int64
+            A permutation of ``range(m)``: search ``queries[order]``.
+        """
+        self._check_fitted()
+        queries, _ = check_stored_queries(queries, q_conformal, self.dim_)  # (the descent needs no conformal)
+        keys = first_node_starts(self.tree_pivots_, self.tree_thresholds_, self.tree_children_, self.tree_ranges_,
+                                 self.points_, queries, self.split_keys_, ORDER_NODE_POINTS)
+        return np.argsort(keys, kind="stable")
 
     def search_coordinates(self, X, c, k, *, ef=None, model="poincare"):
         """:meth:`search` of one query given by its coordinates ``X`` (1, d) in curvature ``-c``, checked and

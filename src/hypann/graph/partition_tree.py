@@ -278,6 +278,23 @@ def descend(pivots, thresholds, children, points, q, split_sums=False):
     return node
 
 
+@nb.njit(cache=True, parallel=True)
+def first_node_starts(pivots, thresholds, children, ranges, points, queries, split_sums, max_points):
+    """Per query, the first leaf slot of the node of at most ``max_points`` points (or the leaf) on its way
+    down a tree built with ``split_sums`` (the side test of :func:`descend`): a key that puts queries with
+    the same region of the tree side by side."""
+    m = queries.shape[0]
+    keys = np.empty(m, dtype=np.int64)
+    for i in nb.prange(m):
+        q = queries[i]
+        node = 0
+        while children[node, 0] >= 0 and ranges[node, 1] - ranges[node, 0] > max_points:
+            da, db = pivot_sums(q, points[pivots[node, 0]], points[pivots[node, 1]], split_sums)
+            node = children[node, 0] if split_key(da, db) <= thresholds[node] else children[node, 1]
+        keys[i] = ranges[node, 0]
+    return keys
+
+
 @nb.njit(cache=True, inline="always")
 def split_key(da, db):
     """``|x-a|^2 / |x-b|^2`` (``inf`` at ``x = b``): the key compared with a node's threshold.

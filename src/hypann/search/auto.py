@@ -193,6 +193,9 @@ class AutoSearch(SearchAlgorithm):
     def search(self, queries, q_conformal, k, *, budget=None, **params):
         return self.chosen_.search(queries, q_conformal, k, budget=budget, **params)
 
+    def query_order(self, queries, q_conformal):
+        return self.chosen_.query_order(queries, q_conformal)
+
     def one_query_function(self, c, model):
         return self.chosen_.one_query_function(c, model)
 

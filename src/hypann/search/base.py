@@ -124,6 +124,18 @@ class SearchAlgorithm:
         """Returns ``(ids (m,k) int64, deltas (m,k) float64, SearchStats)``."""
         raise NotImplementedError(f"{type(self).__name__} must implement search")
 
+    def query_order(self, queries, q_conformal):
+        """The order in which a batch of checked queries is best searched, as a permutation of
+        ``range(m)``, or ``None``: as given (the default).
+
+        :class:`hypann.HyperbolicIndex` searches ``queries[order]`` and puts
+        the answers back in the callers' order. Only for algorithms whose
+        answer to a query does not depend on its row in the batch; the order
+        is for the memory cache (queries that read the same points one after
+        the other).
+        """
+        return None
+
     def one_query_function(self, c, model):
         """A function ``run(X, k, **params)`` that answers one query in one compiled call, or ``None``: this
         algorithm has no such path.

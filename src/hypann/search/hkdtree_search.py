@@ -81,6 +81,9 @@ class HyperbolicKDTreeSearch(SearchAlgorithm):
         ids, deltas, samples = self.tree_.search_exact(queries, q_conformal, k, budget=budget, removed=removed)
         return ids, deltas, SearchStats.without_oracle(samples, 1)
 
+    def query_order(self, queries, q_conformal):
+        return self.tree_.query_order(queries, q_conformal)
+
     def one_query_function(self, c, model):
         return self.tree_.one_query_function(c, model == "lorentz")
 

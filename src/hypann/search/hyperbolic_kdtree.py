@@ -91,7 +91,7 @@ import numpy as np
 
 from hypann._borrowed import borrowed
 from hypann._params import Param
-from hypann._runtime import SERIAL_MAX_QUERIES, filled, one_query_arrays
+from hypann._runtime import ORDER_NODE_POINTS, SERIAL_MAX_QUERIES, filled, one_query_arrays
 from hypann._validation import (
     check_positive_int,
     check_query_coordinates,
@@ -704,6 +704,27 @@ def _search_exact_one(pts, conf, perm, lo, hi, left, right, start, end, max_conf
             return cnt
         node = hn[0]
         size = _heap_pop(hb, hn, size)
+
+
+@nb.njit(cache=True, parallel=True)
+def _first_node_starts(lo, hi, left, right, start, end, max_conf, queries, q_conf, max_points):
+    """Per query, the first tree position of the node that :func:`_search_exact_one` descends into first
+    and that holds at most ``max_points`` points (or is a leaf): from the root into the child of smaller
+    bound (:func:`_node_delta_bound`; the left one on a tie), as the walk's first descent goes."""
+    m = queries.shape[0]
+    keys = np.empty(m, dtype=np.int64)
+    for i in nb.prange(m):
+        q = queries[i]
+        cq = q_conf[i]
+        node = 0
+        while left[node] >= 0 and end[node] - start[node] > max_points:
+            a = left[node]
+            b = right[node]
+            if _node_delta_bound(q, cq, lo, hi, max_conf, b) < _node_delta_bound(q, cq, lo, hi, max_conf, a):
+                a = b
+            node = a
+        keys[i] = start[node]
+    return keys
 
 
 @nb.njit(cache=True, inline="always")
@@ -1355,6 +1376,25 @@ class HyperbolicKDTree:
             out_i, out_d, seeded, self._alive(removed),
         )
         return KNNResult(out_i, out_d, samples)
+
+    def query_order(self, queries, q_conformal):
+        """The order in which to search a batch: grouped by the first node of at most
+        :data:`~hypann._runtime.ORDER_NODE_POINTS` points that each query's walk descends into, in tree order
+        (:func:`_first_node_starts`; a stable sort, so queries of one node keep their order).
+
+        Consecutive queries then read the same part of the tree and of the points, which the cache still
+        holds; the answer of every query is the same in any order.
+
+        Returns
+        -------
+        ndarray of shape (m,), int64
+            A permutation of ``range(m)``: search ``queries[order]``.
+        """
+        self._check_fitted()
+        queries, q_conformal = check_stored_queries(queries, q_conformal, self.dim_)
+        keys = _first_node_starts(self.lo_, self.hi_, self.left_, self.right_, self.start_, self.end_,
+                                  self.max_conformal_, queries, q_conformal, ORDER_NODE_POINTS)
+        return np.argsort(keys, kind="stable")
 
     def search_coordinates(self, X, c, k, *, model="poincare") -> KNNResult | None:
         """One query given by its coordinates, checked and searched exactly in one compiled call.

@@ -1,0 +1,121 @@
+"""A batch searched in its structure's order against the same batch searched as given.
+
+``HyperbolicIndex.search`` searches a large enough batch
+(``hypann._runtime.searched_in_order``) in the order of the algorithm's
+``query_order`` (the kd-tree's or the graph's tree: queries that read the
+same points follow each other) and puts the answers back. This script
+measures what that order changes, for every batch size: for each family of
+:mod:`hypann.datasets.families` and dimension it builds each index of
+``--algorithms`` once and times, round-robin over ``--repeats`` passes, the
+search of the first ``m`` held-out queries for every ``m`` of ``--batches``,
+on ``--threads`` threads (``n_jobs``), once in the structure's order and
+once as given (the same index, with the thresholds of ``searched_in_order``
+set for the one or the other), and notes which of the two the library does
+at that size ("default"). It checks that both give the same ids, distances
+and sample counts.
+
+An algorithm is ``name`` or ``name:storage`` or ``name:storage:ef``
+(``graph:float32:16``); ``ef`` applies to ``graph``.
+
+Prints a markdown table (speed-up = time as given / time in order, the
+median of each) and writes ``results/query_order_n<N>_d<dims>.json``.
+
+Usage::
+
+    NUMBA_NUM_THREADS=2 python benchmarks/query_order.py
+    python benchmarks/query_order.py --n 20000 --dims 10 --threads 1,2
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numba
+import numpy as np
+
+from _common import family_arguments, family_cases, family_split, markdown_table, write_json
+from hypann import HyperbolicIndex, _runtime
+
+K = 10
+DEFAULT_ALGORITHMS = "auto,graph,graph:float32:16,graph:float32:64"
+
+
+def parse_algorithm(text):
+    """``(name, storage, ef)`` of ``name[:storage[:ef]]``."""
+    parts = text.split(":")
+    name = parts[0]
+    storage = parts[1] if len(parts) > 1 else "float64"
+    ef = int(parts[2]) if len(parts) > 2 else None
+    return name, storage, ef
+
+
+def timed_search(index, Q, ef, ordered):
+    """``(seconds, result)`` of one batch search, in the structure's order or as given, whatever
+    :func:`hypann._runtime.searched_in_order` says of its size."""
+    kept = _runtime.ORDERED_MIN_QUERIES, _runtime.ORDERED_POINTS_PER_QUERY
+    _runtime.ORDERED_MIN_QUERIES, _runtime.ORDERED_POINTS_PER_QUERY = (0, 2**62) if ordered else (2**62, 0)
+    try:
+        t = time.perf_counter()
+        res = index.search(Q, K) if ef is None else index.search(Q, K, ef=ef)
+        return time.perf_counter() - t, res
+    finally:
+        _runtime.ORDERED_MIN_QUERIES, _runtime.ORDERED_POINTS_PER_QUERY = kept
+
+
+def run_case(name, dim, args):
+    n, X, _, Q, _ = family_split(name, dim, args)
+    rows = []
+    for text in args.algorithms.split(","):
+        algorithm, storage, ef = parse_algorithm(text)
+        numba.set_num_threads(max(args.thread_list))
+        index = HyperbolicIndex(algorithm=algorithm, storage=storage, random_state=args.seed, verbose=False)
+        index.build(X)
+        for threads in args.thread_list:
+            index.n_jobs = threads
+            for m in args.batch_list:
+                batch = Q[:m]
+                _, a = timed_search(index, batch, ef, False)  # also compiles / warms
+                _, b = timed_search(index, batch, ef, True)
+                if not (np.array_equal(a.indices, b.indices) and np.array_equal(a.distances, b.distances)
+                        and np.array_equal(a.stats.samples, b.stats.samples)):
+                    raise AssertionError(f"{name} {dim}-D {text} m={m}: the two orders answer differently")
+                times = {False: [], True: []}
+                for _ in range(args.repeats):
+                    for ordered in (False, True):
+                        times[ordered].append(timed_search(index, batch, ef, ordered)[0])
+                given, in_order = (float(np.median(times[o])) for o in (False, True))
+                row = {"family": name, "dim": dim, "n": n, "algorithm": text, "threads": threads, "m": m,
+                       "default": "in order" if _runtime.searched_in_order(m, n) else "as given",
+                       "given_ms": 1e3 * given, "ordered_ms": 1e3 * in_order, "speedup": given / in_order,
+                       "given_s": times[False], "ordered_s": times[True]}
+                print(f"{name:18s} {dim:3d}-D n={n} {text:18s} {threads} thr m={m:5d}: as given {1e3 * given:9.2f} ms,"
+                      f" in order {1e3 * in_order:9.2f} ms = {row['speedup']:.3f}x", flush=True)
+                rows.append(row)
+    return rows
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    family_arguments(ap, n=100_000, queries=5000, brute_queries=0, repeats=7)
+    ap.add_argument("--dims", default="10,100")
+    ap.add_argument("--algorithms", default=DEFAULT_ALGORITHMS, help="comma-separated name[:storage[:ef]]")
+    ap.add_argument("--batches", default="100,1000,5000", help="batch sizes (at most --queries), comma-separated")
+    ap.add_argument("--threads", default="1", help="search threads (n_jobs), comma-separated")
+    args = ap.parse_args(argv)
+    args.batch_list = [int(m) for m in args.batches.split(",") if m]
+    args.thread_list = [int(t) for t in args.threads.split(",") if t]
+    if max(args.batch_list) > args.queries:
+        ap.error(f"--batches must be at most --queries ({args.queries})")
+    rows = []
+    t0 = time.perf_counter()
+    for name, dim in family_cases(args.families, args.dims):
+        rows += run_case(name, dim, args)
+    columns = ["family", "dim", "n", "algorithm", "threads", "m", "default", "given_ms", "ordered_ms", "speedup"]
+    print(markdown_table(rows, columns))
+    name = f"query_order_n{args.n}_d{args.dims.replace(',', '-')}"
+    write_json(name, {"args": vars(args), "seconds": time.perf_counter() - t0, "rows": rows})
+
+
+if __name__ == "__main__":
+    main()

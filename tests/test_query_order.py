@@ -1,0 +1,180 @@
+"""A batch searched in its structure's order: the answers are those of the queries searched as given.
+
+:class:`hypann.HyperbolicIndex` searches a large enough batch
+(``searched_in_order``) in the order of ``query_order`` (the kd-tree's or the
+graph's tree, for the cache) and puts the answers back. Every test
+compares with the same queries searched in smaller batches (which keep their
+order) or with float64 brute force, and checks that the order it relies on is
+not the identity, so that a wrong put-back would fail.
+"""
+
+from __future__ import annotations
+
+from unittest import mock
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import hypann
+from hypann import _runtime
+from hypann.datasets.families import make_family
+from hypann.graph import knn_graph
+from hypann.search import hyperbolic_kdtree
+from tests.conftest import ball_points
+from tests.test_exact_search import true_knn_dist
+
+# numba-kernel tests: `make test` runs them again under NUMBA_BOUNDSCHECK=1 (pytest -m kernels)
+pytestmark = pytest.mark.kernels
+
+ORDERED = _runtime.ORDERED_MIN_QUERIES
+SETTINGS = [
+    ("hkdtree", {}),
+    ("auto", {}),
+    ("graph", {}),
+    ("graph", {"exact": True}),
+    ("graph", {"storage": "float32"}),
+    ("hkdtree", {"storage": "float32"}),
+]
+
+
+def _in_smaller_batches(index, Q, k, **params):
+    """The search of ``Q`` in batches too small to be reordered."""
+    step = ORDERED - 1
+    parts = [index.search(Q[s:s + step], k, **params) for s in range(0, len(Q), step)]
+    return (np.concatenate([p.indices for p in parts]), np.concatenate([p.distances for p in parts]),
+            np.concatenate([p.stats.samples for p in parts]))
+
+
+@pytest.fixture(scope="module")
+def data():
+    """4,000 points of a Gaussian mixture in 6-D and held-out queries of it, a batch searched in order
+    (``auto`` chooses the kd-tree on them)."""
+    points = make_family("gaussian_mixture", 4000 + ORDERED + 37, 6, seed=1)
+    return points[:4000], points[4000:]
+
+
+@pytest.mark.filterwarnings("ignore::hypann.Float32PrecisionWarning")
+@pytest.mark.parametrize("algorithm, settings_", SETTINGS)
+def test_a_reordered_batch_answers_as_the_queries_in_their_order(data, algorithm, settings_):
+    X, Q = data
+    index = hypann.HyperbolicIndex(algorithm=algorithm, random_state=0, **settings_).build(X)
+    queries, q_conf = index._queries(Q)
+    order = index.algorithm_.query_order(queries, q_conf)
+    assert algorithm != "auto" or index.algorithm_.choice_ == "hkdtree"
+    assert order is not None and not np.array_equal(order, np.arange(len(Q)))  # a real reordering
+    np.testing.assert_array_equal(np.sort(order), np.arange(len(Q)))
+    res = index.search(Q, 10)
+    ids, dist, samples = _in_smaller_batches(index, Q, 10)
+    np.testing.assert_array_equal(res.indices, ids)
+    np.testing.assert_array_equal(res.distances, dist)
+    np.testing.assert_array_equal(res.stats.samples, samples)
+    flipped = index.search(Q[::-1], 10)  # a batch given in another order answers each query alike
+    np.testing.assert_array_equal(flipped.indices, res.indices[::-1])
+    np.testing.assert_array_equal(flipped.distances, res.distances[::-1])
+
+
+def _first_node_start(tree, q, cq, max_points):
+    """The kd-tree walk's first descent, in Python: into the child of smaller bound, down to a node of at
+    most ``max_points`` points or a leaf; its first tree position."""
+    def bound(node):
+        s = 0.0
+        for v, lo, hi in zip(q, tree.lo_[node], tree.hi_[node]):
+            t = max(lo - v, 0.0) + max(v - hi, 0.0)
+            s += t * t
+        return s / (cq * tree.max_conformal_[node])
+
+    node = 0
+    while tree.left_[node] >= 0 and tree.end_[node] - tree.start_[node] > max_points:
+        a, b = tree.left_[node], tree.right_[node]
+        node = b if bound(b) < bound(a) else a
+    return tree.start_[node]
+
+
+def test_only_large_enough_batches_are_reordered(data):
+    X, Q = data
+    index = hypann.HyperbolicIndex(algorithm="hkdtree").build(X)
+    n = len(X)
+    assert _runtime.searched_in_order(ORDERED, n) and not _runtime.searched_in_order(ORDERED - 1, n)
+    many = ORDERED * _runtime.ORDERED_POINTS_PER_QUERY  # a batch of ORDERED queries over more points is not
+    assert _runtime.searched_in_order(ORDERED, many) and not _runtime.searched_in_order(ORDERED, many + 1)
+    spy = mock.MagicMock(wraps=index.algorithm_.query_order)
+    with mock.patch.object(index.algorithm_, "query_order", spy):
+        index.search(Q[:ORDERED - 1], 3)
+        assert spy.call_count == 0
+        index.search(Q[:ORDERED], 3)
+        assert spy.call_count == 1
+
+
+def test_the_order_groups_the_queries_by_the_kd_tree_node_their_walk_enters(data):
+    X, Q = data
+    tree = hyperbolic_kdtree.HyperbolicKDTree(leaf_size=16).build(X, 1.0 - np.einsum("ij,ij->i", X, X))
+    q_conf = 1.0 - np.einsum("ij,ij->i", Q, Q)
+    for max_points in (1, 100, _runtime.ORDER_NODE_POINTS, 10**6):
+        keys = hyperbolic_kdtree._first_node_starts(tree.lo_, tree.hi_, tree.left_, tree.right_, tree.start_,
+                                                    tree.end_, tree.max_conformal_, Q, q_conf, max_points)
+        expected = [_first_node_start(tree, q, cq, max_points) for q, cq in zip(Q, q_conf)]
+        np.testing.assert_array_equal(keys, expected)
+    order = tree.query_order(Q, q_conf)
+    keys = hyperbolic_kdtree._first_node_starts(tree.lo_, tree.hi_, tree.left_, tree.right_, tree.start_,
+                                                tree.end_, tree.max_conformal_, Q, q_conf, _runtime.ORDER_NODE_POINTS)
+    assert len(set(keys.tolist())) > 1
+    assert np.all(np.diff(keys[order]) >= 0)
+    ties = keys[order][1:] == keys[order][:-1]
+    assert np.all(np.diff(order)[ties] > 0)  # a stable sort: one node's queries keep their order
+
+
+def test_query_order_checks_its_queries(data):
+    X, Q = data
+    for algorithm in ("hkdtree", "graph"):
+        index = hypann.HyperbolicIndex(algorithm=algorithm, random_state=0).build(X)
+        structure = index.algorithm_.tree_ if algorithm == "hkdtree" else index.algorithm_.graph_
+        with pytest.raises(ValueError, match="queries must have shape"):
+            structure.query_order(Q[:, :3], np.ones(len(Q)))
+        with pytest.raises(ValueError, match="q_conformal must have shape"):
+            structure.query_order(Q, np.ones(3))
+
+
+def test_the_scan_and_row_seeded_searches_keep_the_order_given(data):
+    X, Q = data
+    for algorithm in ("brute", "vamana"):
+        index = hypann.HyperbolicIndex(algorithm=algorithm, random_state=0).build(X[:500])
+        assert index.algorithm_.query_order(*index._queries(Q)) is None
+
+
+def test_added_and_removed_points_with_a_reordered_batch(data):
+    X, Q = data
+    index = hypann.HyperbolicIndex(algorithm="hkdtree").build(X[:3000])
+    index.add(X[3000:])
+    index.remove(np.arange(0, 4000, 7))
+    live = np.setdiff1d(np.arange(4000), np.arange(0, 4000, 7))
+    res = index.search(Q, 10)
+    np.testing.assert_allclose(res.distances, true_knn_dist(X[live], Q, 10), rtol=1e-9, atol=1e-12)
+    assert np.isin(res.indices, live).all()
+    ids, dist, _ = _in_smaller_batches(index, Q, 10)
+    np.testing.assert_array_equal(res.indices, ids)
+    np.testing.assert_array_equal(res.distances, dist)
+
+
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1), n=st.integers(20, 400), d=st.sampled_from([2, 3, 7]),
+       k=st.integers(1, 12), boundary=st.booleans(), algorithm=st.sampled_from(["hkdtree", "auto", "graph_exact"]))
+def test_reordered_exact_batches_equal_brute_force(seed, n, d, k, boundary, algorithm):
+    """Small data with nodes of one point as the order's groups (so that the order is not the identity), points
+    and queries down to ``1-|x|^2 = 1e-12``."""
+    rng = np.random.default_rng(seed)
+    power = 0.05 if boundary else 0.5
+    X = ball_points(rng, n, d, min_conformal=1e-12, radial_power=power)
+    Q = ball_points(rng, ORDERED + 16, d, min_conformal=1e-12, radial_power=power)
+    Q[:8] = X[rng.integers(0, n, 8)]  # queries on indexed points
+    k = min(k, n)
+    settings_ = {"exact": True} if algorithm == "graph_exact" else {}
+    name = "graph" if algorithm == "graph_exact" else algorithm
+    with mock.patch.object(hyperbolic_kdtree, "ORDER_NODE_POINTS", 1), \
+            mock.patch.object(knn_graph, "ORDER_NODE_POINTS", 1):
+        index = hypann.HyperbolicIndex(algorithm=name, random_state=0, **settings_).build(X)
+        res = index.search(Q, k)
+    brute = hypann.HyperbolicIndex(algorithm="brute").build(X).search(Q, k)
+    np.testing.assert_array_equal(res.distances, brute.distances)
+    np.testing.assert_allclose(res.distances, true_knn_dist(X, Q, k), rtol=1e-9, atol=1e-12)
