@@ -15,15 +15,18 @@ at that size ("default"). It checks that both give the same ids, distances
 and sample counts.
 
 An algorithm is ``name`` or ``name:storage`` or ``name:storage:ef``
-(``graph:float32:16``); ``ef`` applies to ``graph``.
+(``graph:float32:16``); ``ef`` applies to ``graph``. ``--search range`` times
+``search_radius`` instead, each query's radius the distance of its 10th
+nearest neighbour (for the algorithms with a range search).
 
 Prints a markdown table (speed-up = time as given / time in order, the
-median of each) and writes ``results/query_order_n<N>_d<dims>.json``.
+median of each) and writes ``results/query_order_<search>_n<N>_d<dims>.json``.
 
 Usage::
 
     NUMBA_NUM_THREADS=2 python benchmarks/query_order.py
     python benchmarks/query_order.py --n 20000 --dims 10 --threads 1,2
+    python benchmarks/query_order.py --search range --algorithms auto --dims 10
 """
 
 from __future__ import annotations
@@ -50,15 +53,21 @@ def parse_algorithm(text):
     return name, storage, ef
 
 
-def timed_search(index, Q, ef, ordered):
-    """``(seconds, result)`` of one batch search, in the structure's order or as given, whatever
-    :func:`hypann._runtime.searched_in_order` says of its size."""
+def timed_search(index, Q, ef, radius, ordered):
+    """``(seconds, answer arrays)`` of one batch search (k-NN, or a range search when ``radius`` is given),
+    in the structure's order or as given, whatever :func:`hypann._runtime.searched_in_order` says of
+    its size."""
     kept = _runtime.ORDERED_MIN_QUERIES, _runtime.ORDERED_POINTS_PER_QUERY
     _runtime.ORDERED_MIN_QUERIES, _runtime.ORDERED_POINTS_PER_QUERY = (0, 2**62) if ordered else (2**62, 0)
     try:
         t = time.perf_counter()
-        res = index.search(Q, K) if ef is None else index.search(Q, K, ef=ef)
-        return time.perf_counter() - t, res
+        if radius is not None:
+            res = index.search_radius(Q, radius)
+            answer = (res.offsets, res.indices, res.distances)
+        else:
+            res = index.search(Q, K) if ef is None else index.search(Q, K, ef=ef)
+            answer = (res.indices, res.distances, res.stats.samples)
+        return time.perf_counter() - t, answer
     finally:
         _runtime.ORDERED_MIN_QUERIES, _runtime.ORDERED_POINTS_PER_QUERY = kept
 
@@ -71,21 +80,23 @@ def run_case(name, dim, args):
         numba.set_num_threads(max(args.thread_list))
         index = HyperbolicIndex(algorithm=algorithm, storage=storage, random_state=args.seed, verbose=False)
         index.build(X)
+        # range search: each query's radius is the distance of its K-th nearest neighbour
+        radius = index.search(Q, K).distances[:, -1] if args.search == "range" else None
         for threads in args.thread_list:
             index.n_jobs = threads
             for m in args.batch_list:
-                batch = Q[:m]
-                _, a = timed_search(index, batch, ef, False)  # also compiles / warms
-                _, b = timed_search(index, batch, ef, True)
-                if not (np.array_equal(a.indices, b.indices) and np.array_equal(a.distances, b.distances)
-                        and np.array_equal(a.stats.samples, b.stats.samples)):
+                batch, limit = Q[:m], None if radius is None else radius[:m]
+                _, a = timed_search(index, batch, ef, limit, False)  # also compiles / warms
+                _, b = timed_search(index, batch, ef, limit, True)
+                if not all(np.array_equal(x, y) for x, y in zip(a, b)):
                     raise AssertionError(f"{name} {dim}-D {text} m={m}: the two orders answer differently")
                 times = {False: [], True: []}
                 for _ in range(args.repeats):
                     for ordered in (False, True):
-                        times[ordered].append(timed_search(index, batch, ef, ordered)[0])
+                        times[ordered].append(timed_search(index, batch, ef, limit, ordered)[0])
                 given, in_order = (float(np.median(times[o])) for o in (False, True))
-                row = {"family": name, "dim": dim, "n": n, "algorithm": text, "threads": threads, "m": m,
+                row = {"family": name, "dim": dim, "n": n, "search": args.search, "algorithm": text,
+                       "threads": threads, "m": m,
                        "default": "in order" if _runtime.searched_in_order(m, n) else "as given",
                        "given_ms": 1e3 * given, "ordered_ms": 1e3 * in_order, "speedup": given / in_order,
                        "given_s": times[False], "ordered_s": times[True]}
@@ -102,6 +113,8 @@ def main(argv=None):
     ap.add_argument("--algorithms", default=DEFAULT_ALGORITHMS, help="comma-separated name[:storage[:ef]]")
     ap.add_argument("--batches", default="100,1000,5000", help="batch sizes (at most --queries), comma-separated")
     ap.add_argument("--threads", default="1", help="search threads (n_jobs), comma-separated")
+    ap.add_argument("--search", default="knn", choices=["knn", "range"],
+                    help=f"k-NN ({K} neighbours) or range search (radius: the distance of the {K}-th neighbour)")
     args = ap.parse_args(argv)
     args.batch_list = [int(m) for m in args.batches.split(",") if m]
     args.thread_list = [int(t) for t in args.threads.split(",") if t]
@@ -111,9 +124,10 @@ def main(argv=None):
     t0 = time.perf_counter()
     for name, dim in family_cases(args.families, args.dims):
         rows += run_case(name, dim, args)
-    columns = ["family", "dim", "n", "algorithm", "threads", "m", "default", "given_ms", "ordered_ms", "speedup"]
+    columns = ["family", "dim", "n", "search", "algorithm", "threads", "m", "default", "given_ms", "ordered_ms",
+               "speedup"]
     print(markdown_table(rows, columns))
-    name = f"query_order_n{args.n}_d{args.dims.replace(',', '-')}"
+    name = f"query_order_{args.search}_n{args.n}_d{args.dims.replace(',', '-')}"
     write_json(name, {"args": vars(args), "seconds": time.perf_counter() - t0, "rows": rows})
 
 

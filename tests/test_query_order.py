@@ -1,5 +1,7 @@
 """A batch searched in its structure's order: the answers are those of the queries searched as given.
 
+Both k-NN and range searches.
+
 :class:`hypann.HyperbolicIndex` searches a large enough batch
 (``searched_in_order``) in the order of ``query_order`` (the kd-tree's or the
 graph's tree, for the cache) and puts the answers back. Every test
@@ -22,6 +24,7 @@ from hypann import _runtime
 from hypann.datasets.families import make_family
 from hypann.graph import knn_graph
 from hypann.search import hyperbolic_kdtree
+from hypann.updates import take_ragged
 from tests.conftest import ball_points
 from tests.test_exact_search import true_knn_dist
 
@@ -155,6 +158,54 @@ def test_added_and_removed_points_with_a_reordered_batch(data):
     ids, dist, _ = _in_smaller_batches(index, Q, 10)
     np.testing.assert_array_equal(res.indices, ids)
     np.testing.assert_array_equal(res.distances, dist)
+
+
+def _rows_of(res):
+    """A range search's answer as one (ids, distances) pair per query."""
+    return [(res.indices[a:b].tolist(), res.distances[a:b].tolist()) for a, b in zip(res.offsets[:-1], res.offsets[1:])]
+
+
+@pytest.mark.parametrize("algorithm, settings_", [("hkdtree", {}), ("auto", {}), ("graph", {"exact": True})])
+def test_a_reordered_range_search_answers_as_the_queries_in_their_order(data, algorithm, settings_):
+    X, Q = data
+    index = hypann.HyperbolicIndex(algorithm=algorithm, random_state=0, **settings_).build(X)
+    radius = index.search(Q, 6).distances[:, -1] * np.linspace(0.5, 1.5, len(Q))  # 0 to a dozen points each
+    res = index.search_radius(Q, radius)
+    step = ORDERED - 1
+    given = [row for s in range(0, len(Q), step)
+             for row in _rows_of(index.search_radius(Q[s:s + step], radius[s:s + step]))]
+    assert _rows_of(res) == given
+    brute = hypann.HyperbolicIndex(algorithm="brute").build(X).search_radius(Q, radius)
+    assert [sorted(ids) for ids, _ in _rows_of(res)] == [sorted(ids) for ids, _ in _rows_of(brute)]
+    assert len(set(np.diff(res.offsets).tolist())) > 1
+
+
+def test_a_reordered_range_search_with_added_and_removed_points(data):
+    X, Q = data
+    index = hypann.HyperbolicIndex(algorithm="hkdtree").build(X[:3000])
+    index.add(X[3000:])
+    index.remove(np.arange(0, 4000, 7))
+    live = np.setdiff1d(np.arange(4000), np.arange(0, 4000, 7))
+    radius = np.full(len(Q), float(np.median(index.search(Q, 8).distances[:, -1])))
+    res = index.search_radius(Q, radius)
+    step = ORDERED - 1
+    given = [row for s in range(0, len(Q), step)
+             for row in _rows_of(index.search_radius(Q[s:s + step], radius[s:s + step]))]
+    assert _rows_of(res) == given
+    brute = hypann.HyperbolicIndex(algorithm="brute").build(X[live]).search_radius(Q, radius)
+    assert [sorted(ids) for ids, _ in _rows_of(res)] == [sorted(live[ids].tolist()) for ids, _ in _rows_of(brute)]
+
+
+@settings(max_examples=50, deadline=None)
+@given(counts=st.lists(st.integers(0, 4), min_size=1, max_size=30), seed=st.integers(0, 2**31 - 1))
+def test_take_ragged_takes_rows_in_the_order_given(counts, seed):
+    rng = np.random.default_rng(seed)
+    offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    values = rng.normal(size=offsets[-1])
+    rows = rng.permutation(len(counts))
+    taken, got = take_ragged(offsets, rows, values)
+    expected = [values[offsets[r]:offsets[r + 1]].tolist() for r in rows]
+    assert [got[a:b].tolist() for a, b in zip(taken[:-1], taken[1:])] == expected
 
 
 @settings(max_examples=30, deadline=None)

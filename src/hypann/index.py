@@ -20,7 +20,7 @@ from hypann.result import RangeSearchResult, SearchResult, SearchStats
 from hypann import rounding
 from hypann.search.registry import algorithm_class, available_algorithms, make_algorithm
 from hypann.settings import DEFAULT_K
-from hypann.updates import LiveSet, check_ids, merge_knn, merge_ragged
+from hypann.updates import LiveSet, check_ids, merge_knn, merge_ragged, take_ragged
 
 log = logging.getLogger(__name__)
 
@@ -634,14 +634,19 @@ class HyperbolicIndex:
         algorithm gives (:meth:`~hypann.search.base.SearchAlgorithm.query_order`, for the cache) and its
         answers are put back in the caller's order.
         """
-        order = None
-        if searched_in_order(queries.shape[0], self.n_points_):
-            order = self.algorithm_.query_order(queries, q_conf)
+        order = self._query_order(queries, q_conf)
         if order is None:
             return self._search_rows_in_order(queries, q_conf, k, budget, query_params)
         rows, deltas, stats = self._search_rows_in_order(queries[order], q_conf[order], k, budget, query_params)
         back = inverse_permutation(order)
         return np.asarray(rows, dtype=np.int64)[back], np.asarray(deltas, dtype=np.float64)[back], stats.take(back)
+
+    def _query_order(self, queries, q_conf):
+        """The algorithm's order of a batch large enough to be searched in it
+        (:func:`~hypann._runtime.searched_in_order`), else ``None``."""
+        if not searched_in_order(queries.shape[0], self.n_points_):
+            return None
+        return self.algorithm_.query_order(queries, q_conf)
 
     def _search_rows_in_order(self, queries, q_conf, k, budget, query_params):
         """:meth:`_search_rows` of the queries in the order given."""
@@ -743,7 +748,16 @@ class HyperbolicIndex:
                                  self.storage == "float32")
 
     def _search_radius_rows(self, queries, q_conf, limits):
-        """Range search in row numbering, with added / removed points merged in."""
+        """Range search in row numbering, with added / removed points merged in; a large batch in the
+        algorithm's order, its answers put back in the caller's (as in :meth:`_search_rows`)."""
+        order = self._query_order(queries, q_conf)
+        if order is None:
+            return self._search_radius_rows_in_order(queries, q_conf, limits)
+        offsets, ids, deltas = self._search_radius_rows_in_order(queries[order], q_conf[order], limits[order])
+        return take_ragged(offsets, inverse_permutation(order), ids, deltas)
+
+    def _search_radius_rows_in_order(self, queries, q_conf, limits):
+        """:meth:`_search_radius_rows` of the queries in the order given."""
         m = queries.shape[0]
         live = self.live_
         if live.n_changes:

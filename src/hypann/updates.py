@@ -231,6 +231,17 @@ def merge_knn(k, *parts):
     return rows, deltas
 
 
+def take_ragged(offsets, rows, *arrays):
+    """Rows ``rows`` of a ragged result, in that order: ``(offsets, *arrays)`` whose row ``i`` is row
+    ``rows[i]`` of ``offsets`` / ``arrays`` (the entries of a row keep their order)."""
+    counts = np.diff(offsets)[rows]
+    taken = np.zeros(len(rows) + 1, dtype=np.int64)
+    np.cumsum(counts, out=taken[1:])
+    # entry p of new row i is entry p - taken[i] + offsets[rows[i]] of the input
+    gather = np.repeat(np.asarray(offsets)[:-1][rows] - taken[:-1], counts) + np.arange(taken[-1])
+    return (taken, *(a[gather] for a in arrays))
+
+
 def merge_ragged(m, *parts):
     """Concatenate ragged ``(offsets, rows, deltas)`` results query by query, sorted by ``(delta, row)``."""
     owners = [np.repeat(np.arange(m), np.diff(p[0])) for p in parts]
