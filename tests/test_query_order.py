@@ -1,10 +1,8 @@
 """A batch searched in its structure's order: the answers are those of the queries searched as given.
 
-Both k-NN and range searches.
-
 :class:`hypann.HyperbolicIndex` searches a large enough batch
-(``searched_in_order``) in the order of ``query_order`` (the kd-tree's or the
-graph's tree, for the cache) and puts the answers back. Every test
+(``searched_in_order``), k-NN or range, in the order of ``query_order`` (the
+kd-tree's or the graph's tree, for the cache) and puts the answers back. Every test
 compares with the same queries searched in smaller batches (which keep their
 order) or with float64 brute force, and checks that the order it relies on is
 not the identity, so that a wrong put-back would fail.
@@ -78,6 +76,21 @@ def test_a_reordered_batch_answers_as_the_queries_in_their_order(data, algorithm
     np.testing.assert_array_equal(flipped.distances, res.distances[::-1])
 
 
+def test_only_large_enough_batches_are_reordered(data):
+    X, Q = data
+    index = hypann.HyperbolicIndex(algorithm="hkdtree").build(X)
+    n = len(X)
+    assert _runtime.searched_in_order(ORDERED, n) and not _runtime.searched_in_order(ORDERED - 1, n)
+    many = ORDERED * _runtime.ORDERED_POINTS_PER_QUERY  # a batch of ORDERED queries over more points is not
+    assert _runtime.searched_in_order(ORDERED, many) and not _runtime.searched_in_order(ORDERED, many + 1)
+    spy = mock.MagicMock(wraps=index.algorithm_.query_order)
+    with mock.patch.object(index.algorithm_, "query_order", spy):
+        index.search(Q[:ORDERED - 1], 3)
+        assert spy.call_count == 0
+        index.search(Q[:ORDERED], 3)
+        assert spy.call_count == 1
+
+
 def _first_node_start(tree, q, cq, max_points):
     """The kd-tree walk's first descent, in Python: into the child of smaller bound, down to a node of at
     most ``max_points`` points or a leaf; its first tree position."""
@@ -93,21 +106,6 @@ def _first_node_start(tree, q, cq, max_points):
         a, b = tree.left_[node], tree.right_[node]
         node = b if bound(b) < bound(a) else a
     return tree.start_[node]
-
-
-def test_only_large_enough_batches_are_reordered(data):
-    X, Q = data
-    index = hypann.HyperbolicIndex(algorithm="hkdtree").build(X)
-    n = len(X)
-    assert _runtime.searched_in_order(ORDERED, n) and not _runtime.searched_in_order(ORDERED - 1, n)
-    many = ORDERED * _runtime.ORDERED_POINTS_PER_QUERY  # a batch of ORDERED queries over more points is not
-    assert _runtime.searched_in_order(ORDERED, many) and not _runtime.searched_in_order(ORDERED, many + 1)
-    spy = mock.MagicMock(wraps=index.algorithm_.query_order)
-    with mock.patch.object(index.algorithm_, "query_order", spy):
-        index.search(Q[:ORDERED - 1], 3)
-        assert spy.call_count == 0
-        index.search(Q[:ORDERED], 3)
-        assert spy.call_count == 1
 
 
 def test_the_order_groups_the_queries_by_the_kd_tree_node_their_walk_enters(data):
@@ -162,7 +160,8 @@ def test_added_and_removed_points_with_a_reordered_batch(data):
 
 def _rows_of(res):
     """A range search's answer as one (ids, distances) pair per query."""
-    return [(res.indices[a:b].tolist(), res.distances[a:b].tolist()) for a, b in zip(res.offsets[:-1], res.offsets[1:])]
+    bounds = zip(res.offsets[:-1], res.offsets[1:])
+    return [(res.indices[a:b].tolist(), res.distances[a:b].tolist()) for a, b in bounds]
 
 
 @pytest.mark.parametrize("algorithm, settings_", [("hkdtree", {}), ("auto", {}), ("graph", {"exact": True})])
