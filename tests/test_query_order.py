@@ -144,12 +144,25 @@ def test_the_scan_and_row_seeded_searches_keep_the_order_given(data):
         assert index.algorithm_.query_order(*index._queries(Q)) is None
 
 
-def test_added_and_removed_points_with_a_reordered_batch(data):
-    X, Q = data
+def _changed_index(X):
+    """A kd-tree index of the first 3,000 points of ``X``, the others added, every 7th removed; and the
+    ids of the points left."""
     index = hypann.HyperbolicIndex(algorithm="hkdtree").build(X[:3000])
     index.add(X[3000:])
-    index.remove(np.arange(0, 4000, 7))
-    live = np.setdiff1d(np.arange(4000), np.arange(0, 4000, 7))
+    index.remove(np.arange(0, len(X), 7))
+    return index, np.setdiff1d(np.arange(len(X)), np.arange(0, len(X), 7))
+
+
+def _in_smaller_range_batches(index, Q, radius):
+    """:func:`_rows_of` the range search of ``Q`` in batches too small to be reordered."""
+    step = ORDERED - 1
+    return [row for s in range(0, len(Q), step)
+            for row in _rows_of(index.search_radius(Q[s:s + step], radius[s:s + step]))]
+
+
+def test_added_and_removed_points_with_a_reordered_batch(data):
+    X, Q = data
+    index, live = _changed_index(X)
     res = index.search(Q, 10)
     np.testing.assert_allclose(res.distances, true_knn_dist(X[live], Q, 10), rtol=1e-9, atol=1e-12)
     assert np.isin(res.indices, live).all()
@@ -170,10 +183,7 @@ def test_a_reordered_range_search_answers_as_the_queries_in_their_order(data, al
     index = hypann.HyperbolicIndex(algorithm=algorithm, random_state=0, **settings_).build(X)
     radius = index.search(Q, 6).distances[:, -1] * np.linspace(0.5, 1.5, len(Q))  # 0 to a dozen points each
     res = index.search_radius(Q, radius)
-    step = ORDERED - 1
-    given = [row for s in range(0, len(Q), step)
-             for row in _rows_of(index.search_radius(Q[s:s + step], radius[s:s + step]))]
-    assert _rows_of(res) == given
+    assert _rows_of(res) == _in_smaller_range_batches(index, Q, radius)
     brute = hypann.HyperbolicIndex(algorithm="brute").build(X).search_radius(Q, radius)
     assert [sorted(ids) for ids, _ in _rows_of(res)] == [sorted(ids) for ids, _ in _rows_of(brute)]
     assert len(set(np.diff(res.offsets).tolist())) > 1
@@ -181,16 +191,10 @@ def test_a_reordered_range_search_answers_as_the_queries_in_their_order(data, al
 
 def test_a_reordered_range_search_with_added_and_removed_points(data):
     X, Q = data
-    index = hypann.HyperbolicIndex(algorithm="hkdtree").build(X[:3000])
-    index.add(X[3000:])
-    index.remove(np.arange(0, 4000, 7))
-    live = np.setdiff1d(np.arange(4000), np.arange(0, 4000, 7))
+    index, live = _changed_index(X)
     radius = np.full(len(Q), float(np.median(index.search(Q, 8).distances[:, -1])))
     res = index.search_radius(Q, radius)
-    step = ORDERED - 1
-    given = [row for s in range(0, len(Q), step)
-             for row in _rows_of(index.search_radius(Q[s:s + step], radius[s:s + step]))]
-    assert _rows_of(res) == given
+    assert _rows_of(res) == _in_smaller_range_batches(index, Q, radius)
     brute = hypann.HyperbolicIndex(algorithm="brute").build(X[live]).search_radius(Q, radius)
     assert [sorted(ids) for ids, _ in _rows_of(res)] == [sorted(live[ids].tolist()) for ids, _ in _rows_of(brute)]
 
