@@ -53,6 +53,9 @@ def parse_args(argv=None):
     p.add_argument("--max-n", type=int, default=50_000, help="largest number of points (default 50000)")
     p.add_argument("--max-d", type=int, default=128, help="largest dimension (default 128)")
     p.add_argument("--max-k", type=int, default=2000, help="largest k (default 2000; k = n only up to this)")
+    p.add_argument("--large-batches", type=float, default=0.05,
+                   help="share of cases with a batch of 512-575 queries, searched in the structure's order "
+                        "(default 0.05)")
     p.add_argument("--pairs", default=None, help=f"comma-separated subset of the pairs (default all {len(PAIR_NAMES)})")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds per case before it is a hang (default 600)")
     p.add_argument("--workers", type=int, default=1, help="worker subprocesses in parallel (default 1)")
@@ -63,6 +66,8 @@ def parse_args(argv=None):
             p.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
     if args.max_d < 2:
         p.error(f"--max-d must be >= 2, got {args.max_d}")
+    if not 0.0 <= args.large_batches <= 1.0:
+        p.error(f"--large-batches must be in [0, 1], got {args.large_batches}")
     if args.pairs is not None:
         unknown = sorted(set(args.pairs.split(",")) - set(PAIR_NAMES))
         if unknown:
@@ -121,7 +126,7 @@ def summarize(cases, results):
 
 def main(argv=None):
     args = parse_args(argv)
-    limits = {"max_n": args.max_n, "max_d": args.max_d, "max_k": args.max_k}
+    limits = {"max_n": args.max_n, "max_d": args.max_d, "max_k": args.max_k, "large_batches": args.large_batches}
     pairs = None if args.pairs is None else args.pairs.split(",")
     cases = sample_cases(args.seed, args.cases, pairs=pairs, **limits)
     print(f"{len(cases)} cases over {len({c['pair'] for c in cases})} pairs and {len(GENERATORS)} generators, "

@@ -43,6 +43,7 @@ import traceback
 
 import numpy as np
 
+from hypann._runtime import ORDERED_MIN_QUERIES
 from hypann.geometry._kernels import conformal_factor
 from hypann.geometry.poincare import norm_at_dist0
 
@@ -427,14 +428,20 @@ def run_case(case):
 # --------------------------------------------------------------------------- sampling cases
 
 DIMS = [2, 3, 4, 5, 8, 16, 20, 32, 64, 128]
+#: The fewest queries of a large batch (:func:`sample_case`): the smallest batch the index reorders.
+LARGE_BATCH = ORDERED_MIN_QUERIES
 
 
-def sample_case(rng, *, pair=None, generator=None, max_n=50_000, max_d=128, max_k=2000):
+def sample_case(rng, *, pair=None, generator=None, max_n=50_000, max_d=128, max_k=2000, large_batches=0.0):
     """One random case: pair, generator, ``n`` (tiny, or log-uniform up to ``max_n``), ``d``, ``k``.
 
     ``k`` is 1, ``n`` (when ``n <= max_k``) or log-uniform in ``[1, min(n, max_k)]``; one case in
     ten gets a sample ``budget`` in ``[k, 4k]`` (then even exact pairs are only checked for
-    validity); ``n_jobs`` (numba threads) is None, 1 or 2.
+    validity); ``n_jobs`` (numba threads) is None, 1 or 2. ``m`` (queries) is 1 to 6, or, in a
+    share ``large_batches`` of the cases, :data:`LARGE_BATCH` to ``LARGE_BATCH + 63``: a batch that
+    the index searches in its structure's order (up to 65,536 points,
+    :func:`hypann._runtime.searched_in_order`). That share is drawn from the case's own seed, not
+    from ``rng``, so the other fields of a seed's cases do not depend on it.
     """
     pair = pair or str(rng.choice(PAIR_NAMES))
     generator = generator or str(rng.choice(list(GENERATORS)))
@@ -457,9 +464,13 @@ def sample_case(rng, *, pair=None, generator=None, max_n=50_000, max_d=128, max_
     params = {name: values[int(rng.integers(len(values)))] for name, values in PARAM_CHOICES.get(algorithm, {}).items()}
     budget = int(rng.integers(k, 4 * k + 1)) if rng.uniform() < 0.1 else None
     n_jobs = [None, 1, 2][int(rng.integers(3))]
+    m = int(rng.integers(1, 7))
+    seed = int(rng.integers(2**31))
+    if large_batches and np.random.default_rng([seed, 1]).uniform() < large_batches:
+        m = LARGE_BATCH + seed % 64
     return {
-        "pair": pair, "generator": generator, "n": n, "d": d, "k": k, "m": int(rng.integers(1, 7)),
-        "seed": int(rng.integers(2**31)), "params": params, "budget": budget, "n_jobs": n_jobs,
+        "pair": pair, "generator": generator, "n": n, "d": d, "k": k, "m": m,
+        "seed": seed, "params": params, "budget": budget, "n_jobs": n_jobs,
     }
 
 

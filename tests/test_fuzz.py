@@ -25,6 +25,7 @@ from tests.fuzz_data import (
     DIMS,
     EXACT_PAIRS,
     GENERATORS,
+    LARGE_BATCH,
     PAIR_NAMES,
     PAIRS,
     PARAM_CHOICES,
@@ -103,8 +104,12 @@ def _case(pair, generator, n, d, **extra):
 
 # 20,000 points where a kd-tree of height ~11 and k up to 100 meet deep stacks and heaps:
 # (20000, 20) uniform in the cube scaled by 0.9/sqrt(d) with queries X[:5] (seed 0, a former
-# crash reproducer), and (20000, 16) uniform in the ball of radius 0.5.
+# crash reproducer), and (20000, 16) uniform in the ball of radius 0.5. The cases with
+# LARGE_BATCH + 18 queries are searched in the structure's order (hypann._runtime.searched_in_order).
 LARGE = [
+    _case("hkdtree", "boundary_heavy", 20000, 20, m=LARGE_BATCH + 18),
+    _case("graph+exact", "tangent_clusters", 20000, 16, m=LARGE_BATCH + 18, k=30),
+    _case("auto", "duplicates", 20000, 8, m=LARGE_BATCH + 18, seed=2),
     _case("hkdtree", "scaled_cube", 20000, 20, queries="first_points"),
     _case("hkdtree", "half_ball", 20000, 16),
     _case("hkdtree", "scaled_cube", 20000, 16, k=100, seed=1),
