@@ -21,15 +21,15 @@ def _data():
 
 
 def _count_pieces(monkeypatch):
-    """Record the batch size of every ``_search_rows`` call."""
+    """Record the batch size of every ``_search_rows_in_order`` call (the pieces the search runs in)."""
     sizes = []
-    original = hypann.HyperbolicIndex._search_rows
+    original = hypann.HyperbolicIndex._search_rows_in_order
 
     def spy(self, queries, *args, **kwargs):
         sizes.append(queries.shape[0])
         return original(self, queries, *args, **kwargs)
 
-    monkeypatch.setattr(hypann.HyperbolicIndex, "_search_rows", spy)
+    monkeypatch.setattr(hypann.HyperbolicIndex, "_search_rows_in_order", spy)
     return sizes
 
 

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 import hypann
 from hypann import _runtime
+from hypann import index as index_module
 from hypann.datasets.families import make_family
 from hypann.graph import knn_graph
 from hypann.search import hyperbolic_kdtree
@@ -89,6 +90,24 @@ def test_only_large_enough_batches_are_reordered(data):
         assert spy.call_count == 0
         index.search(Q[:ORDERED], 3)
         assert spy.call_count == 1
+
+
+def test_a_batch_searched_in_chunks_with_a_bar_is_ordered_as_one(data, monkeypatch):
+    """With a progress bar the batch is ordered once and then searched in chunks, so chunks smaller than a
+    reordered batch still follow the whole batch's order."""
+    X, Q = data
+    monkeypatch.setattr(index_module, "PROGRESS_MIN_QUERIES", 100)
+    monkeypatch.setattr(index_module, "PROGRESS_CHUNK", 200)  # chunks too small to be reordered alone
+    quiet = hypann.HyperbolicIndex(algorithm="hkdtree", verbose=False).build(X)
+    loud = hypann.HyperbolicIndex(algorithm="hkdtree", verbose=True).build(X)
+    spy = mock.MagicMock(wraps=loud.algorithm_.query_order)
+    with mock.patch.object(loud.algorithm_, "query_order", spy):
+        res = loud.search(Q, 10)
+    assert spy.call_count == 1 and spy.call_args.args[0].shape[0] == len(Q)
+    expected = quiet.search(Q, 10)
+    np.testing.assert_array_equal(res.indices, expected.indices)
+    np.testing.assert_array_equal(res.distances, expected.distances)
+    np.testing.assert_array_equal(res.stats.samples, expected.stats.samples)
 
 
 def _first_node_start(tree, q, cq, max_points):

@@ -597,14 +597,12 @@ class HyperbolicIndex:
             rows, deltas, stats = self._search_rows(queries, q_conf, k, budget, query_params)
         else:
             with numba_threads(self.n_jobs, work=self.algorithm_.search_work(m)):
-                if self.verbose and m > PROGRESS_MIN_QUERIES and budget is None and self.algorithm not in _ROW_SEEDED:
-                    rows, deltas, stats = self._search_rows_with_progress(queries, q_conf, k, query_params)
-                else:
-                    rows, deltas, stats = self._search_rows(queries, q_conf, k, budget, query_params)
+                bar = self.verbose and m > PROGRESS_MIN_QUERIES and budget is None and self.algorithm not in _ROW_SEEDED
+                rows, deltas, stats = self._search_rows(queries, q_conf, k, budget, query_params, progress_bar=bar)
         return self._result(rows, deltas, stats)
 
-    def _search_rows_with_progress(self, queries, q_conf, k, query_params):
-        """:meth:`_search_rows` (no budget) in chunks of :data:`PROGRESS_CHUNK` queries, with a tqdm bar.
+    def _search_rows_with_progress(self, queries, q_conf, k, budget, query_params):
+        """:meth:`_search_rows_in_order` (no budget) in chunks of :data:`PROGRESS_CHUNK` queries, with a tqdm bar.
 
         Only for algorithms whose answer to a query does not depend on its row
         number in the batch, so the result equals the one-piece search.
@@ -614,7 +612,8 @@ class HyperbolicIndex:
         with progress.task("search", total=m, unit="q"):
             for start in range(0, m, PROGRESS_CHUNK):
                 stop = min(start + PROGRESS_CHUNK, m)
-                parts.append(self._search_rows(queries[start:stop], q_conf[start:stop], k, None, query_params))
+                parts.append(self._search_rows_in_order(queries[start:stop], q_conf[start:stop], k, budget,
+                                                        query_params))
                 progress.advance(stop - start)
         rows = np.concatenate([np.asarray(p[0], dtype=np.int64) for p in parts])
         deltas = np.concatenate([np.asarray(p[1], dtype=np.float64) for p in parts])
@@ -627,17 +626,19 @@ class HyperbolicIndex:
         )
         return rows, deltas, merged
 
-    def _search_rows(self, queries, q_conf, k, budget, query_params):
+    def _search_rows(self, queries, q_conf, k, budget, query_params, *, progress_bar=False):
         """``(rows, deltas, stats)`` of validated queries: the search behind :meth:`search`.
 
         A batch large enough (:func:`~hypann._runtime.searched_in_order`) is searched in the order the
         algorithm gives (:meth:`~hypann.search.base.SearchAlgorithm.query_order`, for the cache) and its
-        answers are put back in the caller's order.
+        answers are put back in the caller's order. With ``progress_bar`` the batch, in that order, is
+        searched in chunks with a bar (:meth:`_search_rows_with_progress`).
         """
+        search = self._search_rows_with_progress if progress_bar else self._search_rows_in_order
         order = self._query_order(queries, q_conf)
         if order is None:
-            return self._search_rows_in_order(queries, q_conf, k, budget, query_params)
-        rows, deltas, stats = self._search_rows_in_order(queries[order], q_conf[order], k, budget, query_params)
+            return search(queries, q_conf, k, budget, query_params)
+        rows, deltas, stats = search(queries[order], q_conf[order], k, budget, query_params)
         back = inverse_permutation(order)
         return np.asarray(rows, dtype=np.int64)[back], np.asarray(deltas, dtype=np.float64)[back], stats.take(back)
 
