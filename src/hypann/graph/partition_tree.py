@@ -273,9 +273,15 @@ def descend(pivots, thresholds, children, points, q, split_sums=False):
     ``split_sums``."""
     node = 0
     while children[node, 0] >= 0:
-        da, db = pivot_sums(q, points[pivots[node, 0]], points[pivots[node, 1]], split_sums)
-        node = children[node, 0] if split_key(da, db) <= thresholds[node] else children[node, 1]
+        node = _child_toward(pivots, thresholds, children, points, q, split_sums, node)
     return node
+
+
+@nb.njit(cache=True, inline="always")
+def _child_toward(pivots, thresholds, children, points, q, split_sums, node):
+    """The child of the internal ``node`` on ``q``'s side (the side test of the module docstring)."""
+    da, db = pivot_sums(q, points[pivots[node, 0]], points[pivots[node, 1]], split_sums)
+    return children[node, 0] if split_key(da, db) <= thresholds[node] else children[node, 1]
 
 
 @nb.njit(cache=True, parallel=True)
@@ -289,8 +295,7 @@ def first_node_starts(pivots, thresholds, children, ranges, points, queries, spl
         q = queries[i]
         node = 0
         while children[node, 0] >= 0 and ranges[node, 1] - ranges[node, 0] > max_points:
-            da, db = pivot_sums(q, points[pivots[node, 0]], points[pivots[node, 1]], split_sums)
-            node = children[node, 0] if split_key(da, db) <= thresholds[node] else children[node, 1]
+            node = _child_toward(pivots, thresholds, children, points, q, split_sums, node)
         keys[i] = ranges[node, 0]
     return keys
 

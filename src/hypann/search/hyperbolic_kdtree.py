@@ -710,7 +710,8 @@ def _search_exact_one(pts, conf, perm, lo, hi, left, right, start, end, max_conf
 def _first_node_starts(lo, hi, left, right, start, end, max_conf, queries, q_conf, max_points):
     """Per query, the first tree position of the node that :func:`_search_exact_one` descends into first
     and that holds at most ``max_points`` points (or is a leaf): from the root into the child of smaller
-    bound (:func:`_node_delta_bound`; the left one on a tie), as the walk's first descent goes."""
+    bound (:func:`_child_bounds` with no k-th ``delta`` yet, so both sums are finished; the left one on a
+    tie), as the walk's first descent goes."""
     m = queries.shape[0]
     keys = np.empty(m, dtype=np.int64)
     for i in nb.prange(m):
@@ -718,11 +719,8 @@ def _first_node_starts(lo, hi, left, right, start, end, max_conf, queries, q_con
         cq = q_conf[i]
         node = 0
         while left[node] >= 0 and end[node] - start[node] > max_points:
-            a = left[node]
-            b = right[node]
-            if _node_delta_bound(q, cq, lo, hi, max_conf, b) < _node_delta_bound(q, cq, lo, hi, max_conf, a):
-                a = b
-            node = a
+            ba, bb = _child_bounds(q, cq, lo, hi, max_conf, left[node], right[node], np.inf)
+            node = right[node] if bb < ba else left[node]
         keys[i] = start[node]
     return keys
 
