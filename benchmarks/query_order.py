@@ -12,7 +12,9 @@ on ``--threads`` threads (``n_jobs``), once in the structure's order and
 once as given (the same index, with the thresholds of ``searched_in_order``
 set for the one or the other), and notes which of the two the library does
 at that size ("default"). It checks that both give the same ids, distances
-and sample counts.
+and sample counts. Untimed, it then measures each order's peak of memory
+allocated during the search (``tracemalloc``, which counts numpy's arrays and
+not numba's), in MiB (2^20 bytes) beside the batch's own size.
 
 An algorithm is ``name`` or ``name:storage`` or ``name:storage:ef``
 (``graph:float32:16``); ``ef`` applies to ``graph``. ``--search range`` times
@@ -20,7 +22,7 @@ An algorithm is ``name`` or ``name:storage`` or ``name:storage:ef``
 nearest neighbour (for the algorithms with a range search).
 
 Prints a markdown table (speed-up = time as given / time in order, the
-median of each) and writes ``results/query_order_<search>_n<N>_d<dims>.json``.
+median of each; the peaks) and writes ``results/query_order_<search>_n<N>_d<dims>.json``.
 
 Usage::
 
@@ -33,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import time
+import tracemalloc
 
 import numba
 import numpy as np
@@ -72,6 +75,16 @@ def timed_search(index, Q, ef, radius, ordered):
         _runtime.ORDERED_MIN_QUERIES, _runtime.ORDERED_POINTS_PER_QUERY = kept
 
 
+def peak_search_mb(index, Q, ef, radius, ordered):
+    """Peak MiB that numpy allocated during one search of :func:`timed_search` (``tracemalloc``; untimed)."""
+    tracemalloc.start()
+    try:
+        timed_search(index, Q, ef, radius, ordered)
+        return tracemalloc.get_traced_memory()[1] / 2**20
+    finally:
+        tracemalloc.stop()
+
+
 def run_case(name, dim, args):
     n, X, _, Q, _ = family_split(name, dim, args)
     rows = []
@@ -99,9 +112,14 @@ def run_case(name, dim, args):
                        "threads": threads, "m": m,
                        "default": "in order" if _runtime.searched_in_order(m, n) else "as given",
                        "given_ms": 1e3 * given, "ordered_ms": 1e3 * in_order, "speedup": given / in_order,
+                       "batch_mb": batch.nbytes / 2**20,
+                       "given_peak_mb": peak_search_mb(index, batch, ef, limit, False),
+                       "ordered_peak_mb": peak_search_mb(index, batch, ef, limit, True),
                        "given_s": times[False], "ordered_s": times[True]}
                 print(f"{name:18s} {dim:3d}-D n={n} {text:18s} {threads} thr m={m:5d}: as given {1e3 * given:9.2f} ms,"
-                      f" in order {1e3 * in_order:9.2f} ms = {row['speedup']:.3f}x", flush=True)
+                      f" in order {1e3 * in_order:9.2f} ms = {row['speedup']:.3f}x; peak MiB"
+                      f" {row['given_peak_mb']:.1f} / {row['ordered_peak_mb']:.1f} (batch {row['batch_mb']:.1f})",
+                      flush=True)
                 rows.append(row)
     return rows
 
@@ -125,7 +143,7 @@ def main(argv=None):
     for name, dim in family_cases(args.families, args.dims):
         rows += run_case(name, dim, args)
     columns = ["family", "dim", "n", "search", "algorithm", "threads", "m", "default", "given_ms", "ordered_ms",
-               "speedup"]
+               "speedup", "batch_mb", "given_peak_mb", "ordered_peak_mb"]
     print(markdown_table(rows, columns))
     name = f"query_order_{args.search}_n{args.n}_d{args.dims.replace(',', '-')}"
     write_json(name, {"args": vars(args), "seconds": time.perf_counter() - t0, "rows": rows})

@@ -10,6 +10,7 @@ not the identity, so that a wrong put-back would fail.
 
 from __future__ import annotations
 
+import tracemalloc
 from unittest import mock
 
 import numpy as np
@@ -23,7 +24,7 @@ from hypann import index as index_module
 from hypann.datasets.families import make_family
 from hypann.graph import knn_graph
 from hypann.search import hyperbolic_kdtree
-from hypann.updates import take_ragged
+from hypann.updates import concat_ragged, take_ragged
 from tests.conftest import ball_points
 from tests.test_exact_search import true_knn_dist
 
@@ -108,6 +109,75 @@ def test_a_batch_searched_in_chunks_with_a_bar_is_ordered_as_one(data, monkeypat
     np.testing.assert_array_equal(res.indices, expected.indices)
     np.testing.assert_array_equal(res.distances, expected.distances)
     np.testing.assert_array_equal(res.stats.samples, expected.stats.samples)
+
+
+def _piece_sizes(index, Q, k, monkeypatch):
+    """The batch sizes of the searches run for ``index.search(Q, k)`` (a spy on ``_search_rows_in_order``),
+    and its answer."""
+    sizes = []
+    original = index._search_rows_in_order
+
+    def spy(queries, *args, **kwargs):
+        sizes.append(queries.shape[0])
+        return original(queries, *args, **kwargs)
+
+    monkeypatch.setattr(index, "_search_rows_in_order", spy)
+    res = index.search(Q, k)
+    monkeypatch.undo()
+    return sizes, res
+
+
+@pytest.mark.filterwarnings("ignore::hypann.Float32PrecisionWarning")
+@pytest.mark.parametrize("algorithm, settings_", [("hkdtree", {}), ("graph", {}), ("graph", {"storage": "float32"})])
+def test_an_ordered_batch_searched_in_pieces_answers_as_in_one(data, algorithm, settings_, monkeypatch):
+    """Pieces of at least ``ORDERED_MIN_QUERIES`` queries (here 512 and 37), each gathered in the batch's order:
+    every answer and counter equals the one-piece search's."""
+    X, Q = data
+    index = hypann.HyperbolicIndex(algorithm=algorithm, random_state=0, **settings_).build(X)
+    whole_sizes, whole = _piece_sizes(index, Q, 10, monkeypatch)
+    monkeypatch.setattr(_runtime, "ORDERED_PIECE_BYTES", 1)
+    sizes, res = _piece_sizes(index, Q, 10, monkeypatch)
+    assert whole_sizes == [len(Q)] and sizes == [ORDERED, len(Q) - ORDERED]
+    np.testing.assert_array_equal(res.indices, whole.indices)
+    np.testing.assert_array_equal(res.distances, whole.distances)
+    for name, counts in whole.stats.as_dict().items():
+        np.testing.assert_array_equal(res.stats.as_dict()[name], counts)
+
+
+def test_an_ordered_range_search_in_pieces_answers_as_in_one(data, monkeypatch):
+    X, Q = data
+    index = hypann.HyperbolicIndex(algorithm="hkdtree").build(X)
+    radius = index.search(Q, 6).distances[:, -1] * np.linspace(0.5, 1.5, len(Q))
+    whole = index.search_radius(Q, radius)
+    spy = mock.MagicMock(wraps=index._search_radius_rows_in_order)
+    monkeypatch.setattr(_runtime, "ORDERED_PIECE_BYTES", 1)
+    with mock.patch.object(index, "_search_radius_rows_in_order", spy):
+        res = index.search_radius(Q, radius)
+    assert [c.args[0].shape[0] for c in spy.call_args_list] == [ORDERED, len(Q) - ORDERED]
+    assert _rows_of(res) == _rows_of(whole)
+
+
+def test_an_ordered_batch_copies_its_queries_piece_by_piece(monkeypatch):
+    """The memory a large ordered batch takes beside the checked copy of its queries is bounded by a piece, not
+    a second copy of the batch (measured by tracemalloc, which counts numpy's arrays)."""
+    rng = np.random.default_rng(3)
+    X = ball_points(rng, 1000, 64)
+    Q = ball_points(rng, 20_000, 64)
+    index = hypann.HyperbolicIndex(algorithm="hkdtree").build(X)
+    monkeypatch.setattr(_runtime, "ORDERED_PIECE_BYTES", 1 << 18)  # 512 rows of 64 coordinates
+    spy = mock.MagicMock(wraps=index.algorithm_.query_order)
+    index.search(Q[:ORDERED], 1)  # compiled before measuring
+    tracemalloc.start()
+    try:
+        with mock.patch.object(index.algorithm_, "query_order", spy):
+            res = index.search(Q, 1)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert spy.call_count == 1  # the batch was ordered
+    np.testing.assert_allclose(res.distances[::7], true_knn_dist(X, Q[::7], 1), rtol=1e-9, atol=1e-12)
+    # the checked copy of the queries (Q.nbytes) plus a few (m,) arrays; a second copy would pass 2 Q.nbytes
+    assert peak < 1.4 * Q.nbytes, (peak, Q.nbytes)
 
 
 def _first_node_start(tree, q, cq, max_points):
@@ -228,6 +298,20 @@ def test_take_ragged_takes_rows_in_the_order_given(counts, seed):
     taken, got = take_ragged(offsets, rows, values)
     expected = [values[offsets[r]:offsets[r + 1]].tolist() for r in rows]
     assert [got[a:b].tolist() for a, b in zip(taken[:-1], taken[1:])] == expected
+
+
+@settings(max_examples=50, deadline=None)
+@given(counts=st.lists(st.integers(0, 4), min_size=1, max_size=30), cuts=st.lists(st.integers(0, 30), max_size=4))
+def test_concat_ragged_joins_consecutive_pieces(counts, cuts):
+    offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    values = np.arange(offsets[-1], dtype=np.float64)
+    bounds = [0, *sorted(min(c, len(counts)) for c in cuts), len(counts)]
+    pieces = [(offsets[a:b + 1] - offsets[a], values[offsets[a]:offsets[b]], -values[offsets[a]:offsets[b]])
+              for a, b in zip(bounds[:-1], bounds[1:])]
+    joined, got, negated = concat_ragged(*pieces)
+    np.testing.assert_array_equal(joined, offsets)
+    np.testing.assert_array_equal(got, values)
+    np.testing.assert_array_equal(negated, -values)
 
 
 @settings(max_examples=30, deadline=None)

@@ -42,6 +42,18 @@ ORDERED_POINTS_PER_QUERY = 128
 ORDER_NODE_POINTS = 1024
 
 
+#: A batch searched in its structure's order is gathered in that order piece by piece, each piece's
+#: float64 query rows and k-NN answers (int64 ids and float64 deltas) at most this many bytes
+#: (:func:`ordered_piece_rows`): the copies a large batch needs beside its answer stay bounded.
+ORDERED_PIECE_BYTES = 64 << 20
+
+
+def ordered_piece_rows(d, k=0):
+    """Queries per piece of a batch of ``d``-coordinate queries searched in its structure's order for ``k``
+    neighbours (range search: 0): ``ORDERED_PIECE_BYTES // (8 d + 16 k)``, at least ``ORDERED_MIN_QUERIES``."""
+    return max(ORDERED_MIN_QUERIES, ORDERED_PIECE_BYTES // (8 * int(d) + 16 * int(k) or 1))
+
+
 def searched_in_order(m, n):
     """Whether a batch of ``m`` queries over ``n`` indexed points is searched in its structure's order:
     ``m >= ORDERED_MIN_QUERIES`` and ``m * ORDERED_POINTS_PER_QUERY >= n``."""

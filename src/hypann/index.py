@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import logging
 import os
@@ -11,7 +12,7 @@ import numpy as np
 from hypann import _validation as V
 from hypann import _progress as progress
 from hypann._runtime import (SERIAL_MAX_QUERIES, check_n_jobs, notice_first_compile, numba_threads,
-                             searched_in_order)
+                             ordered_piece_rows, searched_in_order)
 from hypann.geometry._kernels import any_negative, inverse_permutation
 from hypann.geometry.gram_scan import knn_delta_scan
 from hypann.geometry.poincare import delta_from_dist, dist_from_delta
@@ -20,7 +21,7 @@ from hypann.result import RangeSearchResult, SearchResult, SearchStats
 from hypann import rounding
 from hypann.search.registry import algorithm_class, available_algorithms, make_algorithm
 from hypann.settings import DEFAULT_K
-from hypann.updates import LiveSet, check_ids, merge_knn, merge_ragged, take_ragged
+from hypann.updates import LiveSet, check_ids, concat_ragged, merge_knn, merge_ragged, take_ragged
 
 log = logging.getLogger(__name__)
 
@@ -601,46 +602,42 @@ class HyperbolicIndex:
                 rows, deltas, stats = self._search_rows(queries, q_conf, k, budget, query_params, progress_bar=bar)
         return self._result(rows, deltas, stats)
 
-    def _search_rows_with_progress(self, queries, q_conf, k, budget, query_params):
-        """:meth:`_search_rows_in_order` (no budget) in chunks of :data:`PROGRESS_CHUNK` queries, with a tqdm bar.
-
-        Only for algorithms whose answer to a query does not depend on its row
-        number in the batch, so the result equals the one-piece search.
-        """
-        m = queries.shape[0]
-        parts = []
-        with progress.task("search", total=m, unit="q"):
-            for start in range(0, m, PROGRESS_CHUNK):
-                stop = min(start + PROGRESS_CHUNK, m)
-                parts.append(self._search_rows_in_order(queries[start:stop], q_conf[start:stop], k, budget,
-                                                        query_params))
-                progress.advance(stop - start)
-        rows = np.concatenate([np.asarray(p[0], dtype=np.int64) for p in parts])
-        deltas = np.concatenate([np.asarray(p[1], dtype=np.float64) for p in parts])
-        stats = [p[2] for p in parts]
-        merged = SearchStats(
-            np.concatenate([s.oracle_calls for s in stats]),
-            np.concatenate([s.samples for s in stats]),
-            np.concatenate([s.rounds for s in stats]),
-            {name: np.concatenate([s.extra[name] for s in stats]) for name in stats[0].extra},
-        )
-        return rows, deltas, merged
-
     def _search_rows(self, queries, q_conf, k, budget, query_params, *, progress_bar=False):
         """``(rows, deltas, stats)`` of validated queries: the search behind :meth:`search`.
 
         A batch large enough (:func:`~hypann._runtime.searched_in_order`) is searched in the order the
-        algorithm gives (:meth:`~hypann.search.base.SearchAlgorithm.query_order`, for the cache) and its
-        answers are put back in the caller's order. With ``progress_bar`` the batch, in that order, is
-        searched in chunks with a bar (:meth:`_search_rows_with_progress`).
+        algorithm gives (:meth:`~hypann.search.base.SearchAlgorithm.query_order`, for the cache), in pieces
+        of :func:`~hypann._runtime.ordered_piece_rows` queries: each piece is gathered in that order by one
+        copy, searched, and its answers written to the caller's rows, so the copies of queries and answers
+        stay bounded. With ``progress_bar`` (no budget; only for algorithms whose answer to a query does not
+        depend on its row in the batch) the pieces hold at most :data:`PROGRESS_CHUNK` queries, in order or
+        as given, and a tqdm bar advances per piece. The answers equal those of the batch searched in one
+        piece.
         """
-        search = self._search_rows_with_progress if progress_bar else self._search_rows_in_order
+        m = queries.shape[0]
         order = self._query_order(queries, q_conf)
-        if order is None:
-            return search(queries, q_conf, k, budget, query_params)
-        rows, deltas, stats = search(queries[order], q_conf[order], k, budget, query_params)
-        back = inverse_permutation(order)
-        return np.asarray(rows, dtype=np.int64)[back], np.asarray(deltas, dtype=np.float64)[back], stats.take(back)
+        if order is None and not progress_bar:
+            return self._search_rows_in_order(queries, q_conf, k, budget, query_params)
+        step = ordered_piece_rows(queries.shape[1], k)
+        if progress_bar:
+            step = min(step, PROGRESS_CHUNK)
+        rows = np.empty((m, k), dtype=np.int64)
+        deltas = np.empty((m, k))
+        stats = None
+        with progress.task("search", total=m, unit="q") if progress_bar else contextlib.nullcontext():
+            for start in range(0, m, step):
+                stop = min(start + step, m)
+                piece = slice(start, stop) if order is None else order[start:stop]
+                piece_rows, piece_deltas, piece_stats = self._search_rows_in_order(queries[piece], q_conf[piece],
+                                                                                   k, budget, query_params)
+                rows[piece] = piece_rows
+                deltas[piece] = piece_deltas
+                if stats is None:
+                    stats = SearchStats.zeros(m, *piece_stats.extra)
+                stats.put(piece, piece_stats)
+                if progress_bar:
+                    progress.advance(stop - start)
+        return rows, deltas, stats
 
     def _query_order(self, queries, q_conf):
         """The algorithm's order of a batch large enough to be searched in it
@@ -750,11 +747,14 @@ class HyperbolicIndex:
 
     def _search_radius_rows(self, queries, q_conf, limits):
         """Range search in row numbering, with added / removed points merged in; a large batch in the
-        algorithm's order, its answers put back in the caller's (as in :meth:`_search_rows`)."""
+        algorithm's order and in pieces (as in :meth:`_search_rows`), its answers put back in the caller's."""
         order = self._query_order(queries, q_conf)
         if order is None:
             return self._search_radius_rows_in_order(queries, q_conf, limits)
-        offsets, ids, deltas = self._search_radius_rows_in_order(queries[order], q_conf[order], limits[order])
+        step = ordered_piece_rows(queries.shape[1])
+        pieces = [order[start:start + step] for start in range(0, order.shape[0], step)]
+        offsets, ids, deltas = concat_ragged(
+            *(self._search_radius_rows_in_order(queries[piece], q_conf[piece], limits[piece]) for piece in pieces))
         return take_ragged(offsets, inverse_permutation(order), ids, deltas)
 
     def _search_radius_rows_in_order(self, queries, q_conf, limits):

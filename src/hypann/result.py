@@ -76,6 +76,14 @@ class SearchStats:
             out[name] = {"mean": float(a.mean()), "sd": float(a.std()), "min": float(a.min()), "max": float(a.max())}
         return out
 
+    def put(self, rows, part) -> None:
+        """Write the counters of ``part`` (a :class:`SearchStats` of ``len(rows)`` queries) into ``rows``."""
+        self.oracle_calls[rows] = part.oracle_calls
+        self.samples[rows] = part.samples
+        self.rounds[rows] = part.rounds
+        for name, values in part.extra.items():
+            self.extra[name][rows] = values
+
     def take(self, rows) -> "SearchStats":
         return SearchStats(
             self.oracle_calls[rows], self.samples[rows], self.rounds[rows], {k: v[rows] for k, v in self.extra.items()}

@@ -242,6 +242,17 @@ def take_ragged(offsets, rows, *arrays):
     return (taken, *(a[gather] for a in arrays))
 
 
+def concat_ragged(*parts):
+    """Ragged ``(offsets, rows, deltas)`` results of consecutive query pieces as one: the rows of
+    ``parts[0]``, then those of ``parts[1]``, ... (one part: that part itself)."""
+    if len(parts) == 1:
+        return parts[0]
+    counts = np.concatenate([np.diff(p[0]) for p in parts])
+    offsets = np.zeros(counts.shape[0] + 1, dtype=np.int64)
+    np.cumsum(counts, out=offsets[1:])
+    return offsets, np.concatenate([p[1] for p in parts]), np.concatenate([p[2] for p in parts])
+
+
 def merge_ragged(m, *parts):
     """Concatenate ragged ``(offsets, rows, deltas)`` results query by query, sorted by ``(delta, row)``."""
     owners = [np.repeat(np.arange(m), np.diff(p[0])) for p in parts]
