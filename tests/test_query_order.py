@@ -24,6 +24,7 @@ from hypann import index as index_module
 from hypann.datasets.families import make_family
 from hypann.graph import knn_graph
 from hypann.search import hyperbolic_kdtree
+from hypann.result import SearchStats
 from hypann.updates import concat_ragged, take_ragged
 from tests.conftest import ball_points
 from tests.test_exact_search import true_knn_dist
@@ -298,6 +299,16 @@ def test_take_ragged_takes_rows_in_the_order_given(counts, seed):
     taken, got = take_ragged(offsets, rows, values)
     expected = [values[offsets[r]:offsets[r + 1]].tolist() for r in rows]
     assert [got[a:b].tolist() for a, b in zip(taken[:-1], taken[1:])] == expected
+
+
+def test_stats_put_writes_a_piece_into_its_rows():
+    stats = SearchStats.zeros(5)
+    part = SearchStats(np.array([1, 2]), np.array([3, 4]), np.array([5, 6]), {"probes": np.array([7, 8])})
+    stats.put(np.array([3, 0]), part)
+    np.testing.assert_array_equal(stats.oracle_calls, [2, 0, 0, 1, 0])
+    np.testing.assert_array_equal(stats.samples, [4, 0, 0, 3, 0])
+    np.testing.assert_array_equal(stats.rounds, [6, 0, 0, 5, 0])
+    np.testing.assert_array_equal(stats.extra["probes"], [8, 0, 0, 7, 0])  # new to stats: zero elsewhere
 
 
 @settings(max_examples=50, deadline=None)

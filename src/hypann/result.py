@@ -77,11 +77,14 @@ class SearchStats:
         return out
 
     def put(self, rows, part) -> None:
-        """Write the counters of ``part`` (a :class:`SearchStats` of ``len(rows)`` queries) into ``rows``."""
+        """Write the counters of ``part`` (a :class:`SearchStats` of ``len(rows)`` queries) into ``rows``; an
+        extra counter new to ``self`` starts at zero in its other rows."""
         self.oracle_calls[rows] = part.oracle_calls
         self.samples[rows] = part.samples
         self.rounds[rows] = part.rounds
         for name, values in part.extra.items():
+            if name not in self.extra:
+                self.extra[name] = np.zeros(self.samples.shape[0], dtype=np.int64)
             self.extra[name][rows] = values
 
     def take(self, rows) -> "SearchStats":
