@@ -112,20 +112,13 @@ def test_a_batch_searched_in_chunks_with_a_bar_is_ordered_as_one(data, monkeypat
     np.testing.assert_array_equal(res.stats.samples, expected.stats.samples)
 
 
-def _piece_sizes(index, Q, k, monkeypatch):
+def _piece_sizes(index, Q, k):
     """The batch sizes of the searches run for ``index.search(Q, k)`` (a spy on ``_search_rows_in_order``),
     and its answer."""
-    sizes = []
-    original = index._search_rows_in_order
-
-    def spy(queries, *args, **kwargs):
-        sizes.append(queries.shape[0])
-        return original(queries, *args, **kwargs)
-
-    monkeypatch.setattr(index, "_search_rows_in_order", spy)
-    res = index.search(Q, k)
-    monkeypatch.undo()
-    return sizes, res
+    spy = mock.MagicMock(wraps=index._search_rows_in_order)
+    with mock.patch.object(index, "_search_rows_in_order", spy):
+        res = index.search(Q, k)
+    return [c.args[0].shape[0] for c in spy.call_args_list], res
 
 
 @pytest.mark.filterwarnings("ignore::hypann.Float32PrecisionWarning")
@@ -135,9 +128,9 @@ def test_an_ordered_batch_searched_in_pieces_answers_as_in_one(data, algorithm, 
     every answer and counter equals the one-piece search's."""
     X, Q = data
     index = hypann.HyperbolicIndex(algorithm=algorithm, random_state=0, **settings_).build(X)
-    whole_sizes, whole = _piece_sizes(index, Q, 10, monkeypatch)
+    whole_sizes, whole = _piece_sizes(index, Q, 10)
     monkeypatch.setattr(_runtime, "ORDERED_PIECE_BYTES", 1)
-    sizes, res = _piece_sizes(index, Q, 10, monkeypatch)
+    sizes, res = _piece_sizes(index, Q, 10)
     assert whole_sizes == [len(Q)] and sizes == [ORDERED, len(Q) - ORDERED]
     np.testing.assert_array_equal(res.indices, whole.indices)
     np.testing.assert_array_equal(res.distances, whole.distances)
