@@ -275,6 +275,39 @@ def test_subprocess_error_has_no_traceback(tmp_path):
     assert proc.stderr == "hypann: error: no index file at 'nothing.hypann'\n"
 
 
+def test_search_maps_its_queries_and_reports_a_damaged_or_bad_file(files, capsys):
+    """``hypann search`` maps a .npy file of queries (each batch read when it is searched): the answer equals the
+    library's, a file shorter than its header says is one line, and a bad query in a later batch writes nothing."""
+    import hypann
+
+    Q = np.load(files / "Q.npy")
+    want = hypann.load(files / "idx").search(Q, 5)
+    out = files / "out.npz"
+    code, _ = _run(["search", files / "idx", files / "Q.npy", "-k", "5", "--batch-size", "3", "-o", out], capsys)
+    assert code == 0
+    with np.load(out) as z:
+        np.testing.assert_array_equal(z["indices"], want.indices)
+        np.testing.assert_array_equal(z["distances"], want.distances)
+    (files / "short.npy").write_bytes((files / "Q.npy").read_bytes()[:-8])  # one value missing
+    code, err = _run(["search", files / "idx", files / "short.npy"], capsys)
+    assert code == 2
+    _one_error_line(err, r"cannot read queries from '.*short\.npy': not a \.npy array file \(.*")
+    bad = Q.copy()
+    bad[3, 0] = np.nan  # in the second batch of 3
+    np.save(files / "nan.npy", bad)
+    before = _listing(files)
+    code, err = _run(["search", files / "idx", files / "nan.npy", "--batch-size", "3", "-o", files / "nan.npz"], capsys)
+    assert code == 2
+    _one_error_line(err, r".*(NaN|finite).*")
+    assert _listing(files) == before
+
+
+def test_the_search_batch_opens_no_second_bar():
+    from hypann.apps import cli
+
+    assert hypann_index.PROGRESS_MIN_QUERIES >= cli.SEARCH_BATCH >= 512
+
+
 # --------------------------------------------------------------------------- range search: --radius
 
 
