@@ -298,8 +298,16 @@ def test_search_maps_its_queries_and_reports_a_damaged_or_bad_file(files, capsys
     before = _listing(files)
     code, err = _run(["search", files / "idx", files / "nan.npy", "--batch-size", "3", "-o", files / "nan.npz"], capsys)
     assert code == 2
-    _one_error_line(err, r".*(NaN|finite).*")
+    _one_error_line(err, r"Q contains NaN or inf \(first at row 0: .*\); in the batch of queries 3 to 3 of "
+                         r"'.*nan\.npy', whose row 0 is row 3 of the file")
     assert _listing(files) == before
+    code, err = _run(["search", files / "idx", files / "nan.npy", "--radius", "1", "--batch-size", "2"], capsys)
+    assert code == 2
+    _one_error_line(err, r"Q contains NaN or inf \(first at row 1: .*\); in the batch of queries 2 to 3 of "
+                         r"'.*nan\.npy', whose row 0 is row 2 of the file")
+    code, err = _run(["search", files / "idx", files / "nan.npy"], capsys)  # one batch: the file's own rows
+    assert code == 2
+    _one_error_line(err, r"Q contains NaN or inf \(first at row 3: [^;]*")
 
 
 def test_the_search_batch_opens_no_second_bar():

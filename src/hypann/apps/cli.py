@@ -17,6 +17,7 @@ or temporary file behind.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -214,7 +215,8 @@ def cmd_search(args):
     calls, shards = [], []
     with bars.task("search", total=len(Q), unit="q"):
         for s in range(0, max(len(Q), 1), args.batch_size):
-            res = index.search(np.asarray(Q[s : s + args.batch_size]), k, budget=args.budget, **extra)
+            with _rows_of_batch(args.queries, s, min(s + args.batch_size, len(Q)), len(Q)):
+                res = index.search(np.asarray(Q[s : s + args.batch_size]), k, budget=args.budget, **extra)
             ids.append(res.indices)
             dists.append(res.distances)
             calls.append(res.stats.oracle_calls)
@@ -235,12 +237,26 @@ def cmd_search(args):
     return 0
 
 
+@contextlib.contextmanager
+def _rows_of_batch(path, start, stop, total):
+    """Name the file's rows in a ``ValueError`` raised while searching its queries ``start .. stop - 1``,
+    when the file holds more than that batch: the library counts the rows of the batch it was given."""
+    try:
+        yield
+    except ValueError as exc:
+        if start == 0 and stop >= total:
+            raise
+        raise ValueError(f"{exc}; in the batch of queries {start} to {stop - 1} of {path!r}, whose row 0 is "
+                         f"row {start} of the file") from None
+
+
 def _search_radius(index, Q, args):
     """``hypann search --radius R``: every point within distance R of each query, in batches."""
     counts, ids, dists = [], [], []
     with bars.task("range search", total=len(Q), unit="q"):
         for s in range(0, len(Q), args.batch_size):
-            res = index.search_radius(np.asarray(Q[s : s + args.batch_size]), args.radius)
+            with _rows_of_batch(args.queries, s, min(s + args.batch_size, len(Q)), len(Q)):
+                res = index.search_radius(np.asarray(Q[s : s + args.batch_size]), args.radius)
             counts.append(np.diff(res.offsets))
             ids.append(res.indices)
             dists.append(res.distances)
