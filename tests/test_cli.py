@@ -305,9 +305,11 @@ def test_search_maps_its_queries_and_reports_a_damaged_or_bad_file(files, capsys
     assert code == 2
     _one_error_line(err, r"Q contains NaN or inf \(first at row 1: .*\); in the batch of queries 2 to 3 of "
                          r"'.*nan\.npy', whose row 0 is row 2 of the file")
-    code, err = _run(["search", files / "idx", files / "nan.npy"], capsys)  # one batch: the file's own rows
+    bad[3, 0], bad[1, 0] = Q[3, 0], np.nan  # in the first of two batches, whose rows are the file's
+    np.save(files / "nan1.npy", bad)
+    code, err = _run(["search", files / "idx", files / "nan1.npy", "--batch-size", "2"], capsys)
     assert code == 2
-    _one_error_line(err, r"Q contains NaN or inf \(first at row 3: [^;]*")
+    _one_error_line(err, r"Q contains NaN or inf \(first at row 1: [^;]*")
 
 
 def test_the_search_batch_opens_no_second_bar():

@@ -215,7 +215,7 @@ def cmd_search(args):
     calls, shards = [], []
     with bars.task("search", total=len(Q), unit="q"):
         for s in range(0, max(len(Q), 1), args.batch_size):
-            with _rows_of_batch(args.queries, s, min(s + args.batch_size, len(Q)), len(Q)):
+            with _rows_of_batch(args.queries, s, min(s + args.batch_size, len(Q))):
                 res = index.search(np.asarray(Q[s : s + args.batch_size]), k, budget=args.budget, **extra)
             ids.append(res.indices)
             dists.append(res.distances)
@@ -238,13 +238,13 @@ def cmd_search(args):
 
 
 @contextlib.contextmanager
-def _rows_of_batch(path, start, stop, total):
-    """Name the file's rows in a ``ValueError`` raised while searching its queries ``start .. stop - 1``,
-    when the file holds more than that batch: the library counts the rows of the batch it was given."""
+def _rows_of_batch(path, start, stop):
+    """Name the file's rows in a ``ValueError`` raised while searching its queries ``start .. stop - 1`` when
+    they do not start at row 0: the library counts the rows of the batch it was given."""
     try:
         yield
     except ValueError as exc:
-        if start == 0 and stop >= total:
+        if start == 0:
             raise
         raise ValueError(f"{exc}; in the batch of queries {start} to {stop - 1} of {path!r}, whose row 0 is "
                          f"row {start} of the file") from None
@@ -255,7 +255,7 @@ def _search_radius(index, Q, args):
     counts, ids, dists = [], [], []
     with bars.task("range search", total=len(Q), unit="q"):
         for s in range(0, len(Q), args.batch_size):
-            with _rows_of_batch(args.queries, s, min(s + args.batch_size, len(Q)), len(Q)):
+            with _rows_of_batch(args.queries, s, min(s + args.batch_size, len(Q))):
                 res = index.search_radius(np.asarray(Q[s : s + args.batch_size]), args.radius)
             counts.append(np.diff(res.offsets))
             ids.append(res.indices)
