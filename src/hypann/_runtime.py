@@ -51,7 +51,7 @@ ORDERED_PIECE_BYTES = 64 << 20
 def ordered_piece_rows(d, k=0):
     """Queries per piece of a batch of ``d``-coordinate queries searched in its structure's order for ``k``
     neighbours (range search: 0): ``ORDERED_PIECE_BYTES // (8 d + 16 k)``, at least ``ORDERED_MIN_QUERIES``."""
-    return max(ORDERED_MIN_QUERIES, ORDERED_PIECE_BYTES // (8 * int(d) + 16 * int(k) or 1))
+    return max(ORDERED_MIN_QUERIES, ORDERED_PIECE_BYTES // (8 * d + 16 * k))
 
 
 def searched_in_order(m, n):

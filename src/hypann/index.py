@@ -623,7 +623,7 @@ class HyperbolicIndex:
             step = min(step, PROGRESS_CHUNK)
         rows = np.empty((m, k), dtype=np.int64)
         deltas = np.empty((m, k))
-        stats = None
+        stats = SearchStats.zeros(m)  # put() adds the algorithm's extra counters
         with progress.task("search", total=m, unit="q") if progress_bar else contextlib.nullcontext():
             for start in range(0, m, step):
                 stop = min(start + step, m)
@@ -632,8 +632,6 @@ class HyperbolicIndex:
                                                                                    k, budget, query_params)
                 rows[piece] = piece_rows
                 deltas[piece] = piece_deltas
-                if stats is None:
-                    stats = SearchStats.zeros(m, *piece_stats.extra)
                 stats.put(piece, piece_stats)
                 if progress_bar:
                     progress.advance(stop - start)

@@ -35,14 +35,15 @@ from hypann.settings import DEFAULT_EVAL_K, DEFAULT_K
 
 # Exit statuses (see the module docstring).
 EXIT_USAGE = 2
+EXIT_FAILURE = 1
+EXIT_BROKEN_PIPE = 141
+EXIT_INTERRUPTED = 130
+
 #: Queries per call of ``hypann search`` (``--batch-size``): a batch of at least 512 queries and one per 128
 #: indexed points is searched in the index's order (``hypann._runtime.searched_in_order``), so 10,000 queries
 #: keep that order for indexes of up to 1.28 million points; it stays under the index's own progress-bar size
 #: (``hypann.index.PROGRESS_MIN_QUERIES``), so no bar opens inside the command's bar.
 SEARCH_BATCH = 10_000
-EXIT_FAILURE = 1
-EXIT_BROKEN_PIPE = 141
-EXIT_INTERRUPTED = 130
 
 
 class _Parser(argparse.ArgumentParser):
