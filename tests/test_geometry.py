@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from hypann.geometry import _kernels, models, poincare as P
 from hypann.geometry._vector_lanes import (BLOCK_SUM_DEPTH, LANE_BLOCK, ROW_LANES, add_row_squares4, add_row_squares8,
-                                          block_square_sum, split_square_sums)
+                                          block_square_sum, split_square_block_sums, split_square_sums)
 from tests.conftest import ball_points
 
 mpmath.mp.dps = 60
@@ -515,6 +515,107 @@ def test_split_sums_check_bounds_when_numba_does():
     assert _split_square_sums_checked(q, q, 8) == (0.0, 0.0)
     with pytest.raises(IndexError):
         _split_square_sums_checked(q, q, 12)
+
+
+def _lanes_reference(q, x, start, stop):
+    """The terms ``start <= i < stop`` of ``|q - x|^2`` in four lanes (lane ``l``: ``i = start + l (mod 4)``, in
+    order), ``(l0 + l1) + (l2 + l3)``, in Python floats."""
+    lanes = [0.0] * ROW_LANES
+    for i in range(start, stop):
+        v = float(q[i]) - float(x[i])
+        lanes[(i - start) % ROW_LANES] += v * v
+    return (lanes[0] + lanes[1]) + (lanes[2] + lanes[3])
+
+
+def _split_blocks_reference(q, x):
+    """``|q - x|^2`` as :func:`_kernels.delta4_split_below` documents its sum: blocks of ``SPLIT_STRIDE``
+    coordinates (the last one shorter) up to ``d - d % 4``, each in four lanes, added in order; then the
+    last ``d % 4`` terms in order."""
+    d = q.shape[0]
+    whole = d - d % ROW_LANES
+    s = 0.0
+    for start in range(0, whole, _kernels.SPLIT_STRIDE):
+        s += _lanes_reference(q, x, start, min(start + _kernels.SPLIT_STRIDE, whole))
+    for i in range(whole, d):
+        v = float(q[i]) - float(x[i])
+        s += v * v
+    return s
+
+
+@nb.njit
+def _split_block_sums4(q, rows, start, stop):
+    return split_square_block_sums(q, rows, start, stop)
+
+
+@nb.njit(boundscheck=True)
+def _split_block_sums_checked(q, x, start, stop):
+    return split_square_block_sums(q, (x,), start, stop)
+
+
+@pytest.mark.kernels
+@given(st.integers(1, 110), st.integers(0, 2**32 - 1), st.sampled_from([np.float64, np.float32]), st.booleans(),
+       st.data())
+def test_split_block_sums_are_their_lanes_bit_for_bit(d, seed, dtype, strided, data):
+    """split_square_block_sums: each row's terms start .. stop - 1 in the documented lanes, for float32 or
+    float64 rows, contiguous or strided; from 0 it is split_square_sums."""
+    rng = np.random.default_rng(seed)
+    q = ball_points(rng, 1, d, min_conformal=1e-3)[0] * 0.5
+    rows = [_mixed_scale_row(rng, q, dtype) for _ in range(4)]
+    if strided:
+        rows = [_strided(x) for x in rows]
+    start = data.draw(st.integers(0, d))
+    stop = start + ROW_LANES * data.draw(st.integers(0, (d - start) // ROW_LANES))
+    got = _split_block_sums4(q, tuple(rows), start, stop)
+    assert got == tuple(_lanes_reference(q, x, start, stop) for x in rows)
+    whole = d - d % ROW_LANES
+    assert _split_block_sums4(q, tuple(rows), 0, whole) == _split_square_sums8(q, tuple(rows), whole)
+
+
+def test_split_block_sums_check_bounds_when_numba_does():
+    q = np.zeros(8)
+    assert _split_block_sums_checked(q, q, 4, 8) == (0.0,)
+    for start, stop in ((4, 12), (-4, 0)):
+        with pytest.raises(IndexError):
+            _split_block_sums_checked(q, q, start, stop)
+
+
+@pytest.mark.kernels
+@given(st.integers(1, 130), st.integers(0, 2**32 - 1), st.sampled_from([np.float64, np.float32]),
+       st.floats(0.0, 2.0), st.booleans())
+def test_split_deltas_are_their_blocks_or_prove_they_are_not_below(d, seed, dtype, where, mixed):
+    """delta4_split_below and delta_split_below: each finite value is the documented block sum over
+    ``c_q c_x`` bit for bit (the same for a row alone and in a group of four), ``inf`` only when that
+    value is ``>= worst``; within a few units of the last place of delta_row."""
+    rng = np.random.default_rng(seed)
+    q = ball_points(rng, 1, d, min_conformal=1e-12)[0]
+    if mixed:
+        X = np.stack([_mixed_scale_row(rng, q * 0.5, dtype) for _ in range(4)])
+        q = q * 0.5
+    else:
+        X = ball_points(rng, 4, d, min_conformal=1e-12 if dtype == np.float64 else 1e-5).astype(dtype)
+    cq = _kernels.conformal_factor(q[None, :])[0]
+    cx = _kernels.conformal_factor(X.astype(np.float64))
+    want = np.array([_split_blocks_reference(q, x) / (cq * c) for x, c in zip(X, cx)])
+    np.testing.assert_allclose(want, [_kernels.delta_row(q, cq, x, c) for x, c in zip(X, cx)], rtol=1e-13)
+    rows = [a for x, c in zip(X, cx) for a in (x, c)]
+    for worst in (np.median(want) * where, want.min(), want.max(), np.nextafter(want.max(), np.inf), np.inf, 0.0):
+        four = _kernels.delta4_split_below(q, cq, *rows, worst)
+        for r in range(4):
+            one = _kernels.delta_split_below(q, cq, X[r], cx[r], worst)
+            for got in (four[r], one):
+                if np.isinf(got):
+                    assert want[r] >= worst
+                else:
+                    assert got == want[r]
+    assert _kernels.delta4_split_below(q, cq, *rows, np.inf) == tuple(want)
+    assert [_kernels.delta_split_below(q, cq, x, c, np.inf) for x, c in zip(X, cx)] == list(want)
+    # a row finished after a group's early stop (rare: only a prefix on the screen's rounding edge takes it)
+    whole = d - d % ROW_LANES
+    for first in range(0, whole + 1, _kernels.SPLIT_STRIDE):
+        prefix = 0.0
+        for start in range(0, first, _kernels.SPLIT_STRIDE):
+            prefix += _lanes_reference(q, X[0], start, min(start + _kernels.SPLIT_STRIDE, whole))
+        assert _kernels._split_rest(q, X[0], prefix, min(first, whole)) == _split_blocks_reference(q, X[0])
 
 
 def test_split_sum_is_not_the_sequential_order():

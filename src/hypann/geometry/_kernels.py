@@ -39,7 +39,7 @@ import numba as nb
 import numpy as np
 
 from hypann.geometry._vector_lanes import (LANE_BLOCK, ROW_LANES, add_row_squares4, add_row_squares8, block_square_sum,
-                                          split_square_sums)
+                                          split_square_block_sums, split_square_sums)
 
 _SPLITTER = 134217729.0  # 2**27 + 1, Veltkamp split for Dekker's exact product
 
@@ -382,6 +382,93 @@ def delta4_below(q, cq, x0, c0, x1, c1, x2, c2, x3, c3, worst):
         return s0 / n0, s1 / n1, s2 / n2, s3 / n3
     return (_finish_below(q, x0, s0, j, n0, worst), _finish_below(q, x1, s1, j, n1, worst),
             _finish_below(q, x2, s2, j, n2, worst), _finish_below(q, x3, s3, j, n3, worst))
+
+
+#: Coordinates between two early-abandon tests of :func:`delta4_split_below` (a multiple of ``ROW_LANES``).
+SPLIT_STRIDE = 16
+
+
+@nb.njit(cache=True)
+def _split_rest(q, x, s, first):
+    """``s`` plus the rest of :func:`delta4_split_below`'s sum of one row from coordinate ``first`` (the start
+    of one of its blocks) on: the later blocks, then the last ``d % 4`` terms in order. Not inlined: only a
+    row that a group's early stop leaves unproved takes it."""
+    whole = q.shape[0] - q.shape[0] % ROW_LANES
+    j = first
+    while j < whole:
+        stop = min(j + SPLIT_STRIDE, whole)
+        s += split_square_block_sums(q, (x,), j, stop)[0]
+        j = stop
+    return _sq_dist_rest(q, x, s, whole)
+
+
+@nb.njit(cache=True, inline="always")
+def _split_finish(q, x, s, first, den, worst):
+    """The split ``delta`` of a row whose sum stopped before coordinate ``first`` (a block start): ``inf`` when
+    its prefix already proves it ``>= worst``, else the finished sum over ``den``."""
+    if s / den >= worst:
+        return np.inf
+    return _split_rest(q, x, s, first) / den
+
+
+@nb.njit(cache=True, inline="always")
+def delta4_split_below(q, cq, x0, c0, x1, c1, x2, c2, x3, c3, worst):
+    """``|q - x_r|^2 / (c_q c_r)`` of four rows, each sum split over four lanes, or ``inf`` where a prefix
+    proves it ``>= worst``.
+
+    Each row's sum runs in blocks of :data:`SPLIT_STRIDE` coordinates: a block's terms in the four lanes
+    of :func:`~hypann.geometry._vector_lanes.split_square_block_sums` (``(l_0 + l_1) + (l_2 + l_3)``),
+    added to the running sum block after block, then the last ``d % 4`` terms in order. So a finite
+    result is a function of ``q`` and the row alone (:func:`delta_split_below`'s bits), within a few units
+    in the last place of :func:`delta_row`'s but not its bits. Four rows and four lanes make sixteen
+    independent chains of additions, where :func:`delta4_below` has four chains of ``d`` additions each.
+    After every block but the last, once all four prefixes pass the cheap screen ``p > worst c_q c_r``,
+    the sums stop: a row whose prefix proves ``p / (c_q c_r) >= worst`` gets ``inf`` (a sum of
+    non-negative terms never falls as terms are added, in floating point too), the others are finished
+    one by one. For the graph walk from 16-D on, whose reported entries get their exact values afterwards.
+    """
+    whole = q.shape[0] - q.shape[0] % ROW_LANES
+    n0 = cq * c0
+    n1 = cq * c1
+    n2 = cq * c2
+    n3 = cq * c3
+    s0 = 0.0
+    s1 = 0.0
+    s2 = 0.0
+    s3 = 0.0
+    j = 0
+    while j < whole:
+        stop = min(j + SPLIT_STRIDE, whole)
+        a0, a1, a2, a3 = split_square_block_sums(q, (x0, x1, x2, x3), j, stop)
+        s0 += a0
+        s1 += a1
+        s2 += a2
+        s3 += a3
+        j = stop
+        if j < whole and s0 > worst * n0 and s1 > worst * n1 and s2 > worst * n2 and s3 > worst * n3:
+            break
+    if j == whole:
+        return (_sq_dist_rest(q, x0, s0, whole) / n0, _sq_dist_rest(q, x1, s1, whole) / n1,
+                _sq_dist_rest(q, x2, s2, whole) / n2, _sq_dist_rest(q, x3, s3, whole) / n3)
+    return (_split_finish(q, x0, s0, j, n0, worst), _split_finish(q, x1, s1, j, n1, worst),
+            _split_finish(q, x2, s2, j, n2, worst), _split_finish(q, x3, s3, j, n3, worst))
+
+
+@nb.njit(cache=True, inline="always")
+def delta_split_below(q, cq, x, cx, worst):
+    """:func:`delta4_split_below` of one row (the same bits when finite), tested after every block."""
+    whole = q.shape[0] - q.shape[0] % ROW_LANES
+    den = cq * cx
+    screen = worst * den
+    s = 0.0
+    j = 0
+    while j < whole:
+        stop = min(j + SPLIT_STRIDE, whole)
+        s += split_square_block_sums(q, (x,), j, stop)[0]
+        j = stop
+        if s > screen and s / den >= worst:
+            return np.inf
+    return _sq_dist_rest(q, x, s, whole) / den
 
 
 @nb.njit(cache=True, inline="always")

@@ -24,7 +24,10 @@ coordinates are widened first), without fused multiply-add or reassociation:
 * :func:`split_square_sums`, any number of rows, each split over four lanes of
   its own 4-wide vector (coordinate ``i`` in lane ``i mod 4``), read with one
   load per four coordinates: not the scalar loop's order, but fixed by the
-  inputs (NN-descent's candidates and seeding trees from 16-D on).
+  inputs (NN-descent's candidates and seeding trees from 16-D on);
+* :func:`split_square_block_sums`, the same lanes over coordinates ``start ..
+  stop - 1`` only: one block of a sum tested between blocks (the graph walk's
+  deltas from 16-D on).
 
 Two lanes in the first two, not four or eight: in a one-off timing on this
 project's machine the 4- and 8-wide forms of :func:`block_square_sum` made the
@@ -37,8 +40,8 @@ array and step, other strides with two scalar loads. When numba checks bounds
 (``boundscheck`` or ``NUMBA_BOUNDSCHECK=1``) the indices are checked, as
 indexed reads would be: the first and the last of a block, every index of
 :func:`add_row_squares4`, the first and the last of each step of
-:func:`split_square_sums` (which reads contiguous rows with one 4-wide load per
-step, other strides element by element).
+:func:`split_square_sums` and :func:`split_square_block_sums` (which read
+contiguous rows with one 4-wide load per step, other strides element by element).
 """
 
 from llvmlite import ir
@@ -191,6 +194,37 @@ def _load_run(context, builder, aryty, ary, first, width):
 ROW_LANES = 4
 
 
+def _split_sums_codegen(context, builder, q_ty, rows_ty, q_value, rows_value, begin, end):
+    """The codegen of :func:`split_square_sums` and :func:`split_square_block_sums`: for each row of the tuple
+    ``rows_value``, the terms ``begin <= i < end`` (``end - begin`` a multiple of :data:`ROW_LANES`) in four
+    lanes of a 4-wide vector, lane ``l`` adding the terms ``i = begin + l (mod 4)`` in order, and the row's
+    sum ``(l_0 + l_1) + (l_2 + l_3)``. Returns the float64 sums (a list, in row order)."""
+    q_array = context.make_array(q_ty)(context, builder, q_value)
+    arrays = [context.make_array(rows_ty.dtype)(context, builder, value)
+              for value in cgutils.unpack_tuple(builder, rows_value)]
+    zero = ir.Constant(ir.VectorType(ir.DoubleType(), ROW_LANES), [0.0] * ROW_LANES)
+    accumulators = [cgutils.alloca_once_value(builder, zero) for _ in arrays]
+    steps = builder.sdiv(builder.sub(end, begin), end.type(ROW_LANES))
+    with cgutils.for_range(builder, steps) as loop:
+        first = builder.add(begin, builder.mul(loop.index, end.type(ROW_LANES)))
+        qv = _load_run(context, builder, q_ty, q_array, first, ROW_LANES)
+        for ary, acc in zip(arrays, accumulators):
+            diff = builder.fsub(qv, _load_run(context, builder, rows_ty.dtype, ary, first, ROW_LANES))
+            builder.store(builder.fadd(builder.load(acc), builder.fmul(diff, diff)), acc)
+    out = []
+    for acc in accumulators:
+        vec = builder.load(acc)
+        lanes = [builder.extract_element(vec, ir.IntType(32)(lane)) for lane in range(ROW_LANES)]
+        out.append(builder.fadd(builder.fadd(lanes[0], lanes[1]), builder.fadd(lanes[2], lanes[3])))
+    return out
+
+
+def _split_sums_args(q, rows, *bounds):
+    """Whether :func:`split_square_sums`' or :func:`split_square_block_sums`' arguments have their types."""
+    return (_is_float_vector(q) and isinstance(rows, types.UniTuple) and _is_float_vector(rows.dtype)
+            and all(isinstance(bound, types.Integer) for bound in bounds))
+
+
 @intrinsic
 def split_square_sums(typingctx, q, rows, stop):
     """``sum_{i < stop} (q_i - x_r[i])^2`` of each row ``x_r`` of the tuple ``rows`` (1-D arrays of one type),
@@ -205,30 +239,33 @@ def split_square_sums(typingctx, q, rows, stop):
     For NN-descent's rounds, whose keys are float32 anyway, and the partition trees from 16-D on,
     whose descents sum the same way.
     """
-    if not (_is_float_vector(q) and isinstance(rows, types.UniTuple) and _is_float_vector(rows.dtype)
-            and isinstance(stop, types.Integer)):
+    if not _split_sums_args(q, rows, stop):
         return None
     sig = types.UniTuple(types.float64, rows.count)(q, rows, stop)
 
     def codegen(context, builder, signature, args):
         q_ty, rows_ty, stop_ty = signature.args
-        q_array = context.make_array(q_ty)(context, builder, args[0])
-        arrays = [context.make_array(rows_ty.dtype)(context, builder, value)
-                  for value in cgutils.unpack_tuple(builder, args[1])]
         end = context.cast(builder, args[2], stop_ty, types.intp)
-        zero = ir.Constant(ir.VectorType(ir.DoubleType(), ROW_LANES), [0.0] * ROW_LANES)
-        accumulators = [cgutils.alloca_once_value(builder, zero) for _ in arrays]
-        with cgutils.for_range(builder, builder.sdiv(end, end.type(ROW_LANES))) as loop:
-            first = builder.mul(loop.index, end.type(ROW_LANES))
-            qv = _load_run(context, builder, q_ty, q_array, first, ROW_LANES)
-            for ary, acc in zip(arrays, accumulators):
-                diff = builder.fsub(qv, _load_run(context, builder, rows_ty.dtype, ary, first, ROW_LANES))
-                builder.store(builder.fadd(builder.load(acc), builder.fmul(diff, diff)), acc)
-        out = []
-        for acc in accumulators:
-            vec = builder.load(acc)
-            lanes = [builder.extract_element(vec, ir.IntType(32)(lane)) for lane in range(ROW_LANES)]
-            out.append(builder.fadd(builder.fadd(lanes[0], lanes[1]), builder.fadd(lanes[2], lanes[3])))
+        out = _split_sums_codegen(context, builder, q_ty, rows_ty, args[0], args[1], end.type(0), end)
+        return context.make_tuple(builder, signature.return_type, out)
+
+    return sig, codegen
+
+
+@intrinsic
+def split_square_block_sums(typingctx, q, rows, start, stop):
+    """:func:`split_square_sums` of the terms ``start <= i < stop`` only (``stop - start`` a multiple of
+    :data:`ROW_LANES`; lane ``l`` adds the terms ``i = start + l (mod 4)``): one block of a sum that is
+    tested between blocks (:func:`~hypann.geometry._kernels.delta4_split_below`)."""
+    if not _split_sums_args(q, rows, start, stop):
+        return None
+    sig = types.UniTuple(types.float64, rows.count)(q, rows, start, stop)
+
+    def codegen(context, builder, signature, args):
+        q_ty, rows_ty, start_ty, stop_ty = signature.args
+        begin = context.cast(builder, args[2], start_ty, types.intp)
+        end = context.cast(builder, args[3], stop_ty, types.intp)
+        out = _split_sums_codegen(context, builder, q_ty, rows_ty, args[0], args[1], begin, end)
         return context.make_tuple(builder, signature.return_type, out)
 
     return sig, codegen
