@@ -216,8 +216,9 @@ def cmd_search(args):
     calls, shards = [], []
     with bars.task("search", total=len(Q), unit="q"):
         for s in range(0, max(len(Q), 1), args.batch_size):
-            with _rows_of_batch(args.queries, s, min(s + args.batch_size, len(Q))):
-                res = index.search(np.asarray(Q[s : s + args.batch_size]), k, budget=args.budget, **extra)
+            stop = min(s + args.batch_size, len(Q))
+            with _rows_of_batch(args.queries, s, stop):
+                res = index.search(np.asarray(Q[s:stop]), k, budget=args.budget, **extra)
             ids.append(res.indices)
             dists.append(res.distances)
             calls.append(res.stats.oracle_calls)
@@ -256,8 +257,9 @@ def _search_radius(index, Q, args):
     counts, ids, dists = [], [], []
     with bars.task("range search", total=len(Q), unit="q"):
         for s in range(0, len(Q), args.batch_size):
-            with _rows_of_batch(args.queries, s, min(s + args.batch_size, len(Q))):
-                res = index.search_radius(np.asarray(Q[s : s + args.batch_size]), args.radius)
+            stop = min(s + args.batch_size, len(Q))
+            with _rows_of_batch(args.queries, s, stop):
+                res = index.search_radius(np.asarray(Q[s:stop]), args.radius)
             counts.append(np.diff(res.offsets))
             ids.append(res.indices)
             dists.append(res.distances)
