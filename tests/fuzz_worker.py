@@ -7,6 +7,12 @@ reads one JSON result line back. If the worker dies, the case it was running is 
 writes the Python stack of the crash) and a fresh worker takes the next case; a case that runs
 longer than ``timeout`` seconds is reported with ``status="timeout"`` and its worker killed.
 
+The time numba spends compiling does not count: a cold cache compiles for minutes (more under
+``NUMBA_BOUNDSCHECK=1`` and on a loaded machine), and that is no hang. The worker writes a
+heartbeat line each time numba finishes compiling a function (numba's compile events), and each
+heartbeat gives the case ``timeout`` seconds afresh, so only ``timeout`` seconds without any
+finished compilation count as a hang.
+
 Run as ``python -m tests.fuzz_worker`` (from the repository root) it is the worker itself.
 """
 
@@ -22,6 +28,9 @@ import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
+#: The line a worker writes when numba has compiled a function: the case is busy, not hung.
+HEARTBEAT = b"compiled\n"
+
 
 class CaseRunner:
     """Parent side: run cases one by one in a (restarted on demand) worker subprocess.
@@ -29,7 +38,8 @@ class CaseRunner:
     Parameters
     ----------
     timeout : float, default 600
-        Seconds one case may take (build + search + check) before it counts as a hang.
+        Seconds one case may take (build + search + check) before it counts as a hang, counted from the
+        case's start or from the last function numba finished compiling for it (module docstring).
     env : dict, optional
         Extra environment variables of the worker (e.g. ``{"NUMBA_NUM_THREADS": "2"}``).
     """
@@ -40,9 +50,11 @@ class CaseRunner:
         self.starts = 0
         self._proc = None
         self._stderr = None
+        self._lines = b""
 
     def _start(self):
         self.close()
+        self._lines = b""
         env = dict(os.environ)
         env.update(self.env)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (ROOT, env.get("PYTHONPATH", "")) if p)
@@ -69,17 +81,35 @@ class CaseRunner:
             self._proc.stdin.flush()
         except BrokenPipeError:
             return self._crashed()
-        ready, _, _ = select.select([self._proc.stdout], [], [], self.timeout)
-        if not ready:
-            self._proc.kill()
-            self._proc.wait()
-            tail = self._stderr_tail()
-            self._proc = None
-            return {"status": "timeout", "problems": [f"no answer after {self.timeout:g} s", tail], "seconds": self.timeout}
-        line = self._proc.stdout.readline()
-        if not line:
-            return self._crashed()
-        return json.loads(line)
+        while True:
+            line = self._read_line()
+            if line is None:
+                self._proc.kill()
+                self._proc.wait()
+                tail = self._stderr_tail()
+                self._proc = None
+                return {"status": "timeout", "problems": [f"no answer after {self.timeout:g} s", tail],
+                        "seconds": self.timeout}
+            if not line:
+                return self._crashed()
+            if line != HEARTBEAT:
+                return json.loads(line)
+
+    def _read_line(self):
+        """The worker's next line (bytes, with its newline); ``b""`` when the worker closed its output, ``None``
+        when ``timeout`` seconds passed without a whole line. Read from the pipe itself, never through a
+        buffered file: lines that arrive together must not wait in a buffer that ``select`` cannot see."""
+        fd = self._proc.stdout.fileno()
+        while b"\n" not in self._lines:
+            ready, _, _ = select.select([fd], [], [], self.timeout)
+            if not ready:
+                return None
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                return b""
+            self._lines += chunk
+        line, _, self._lines = self._lines.partition(b"\n")
+        return line + b"\n"
 
     def _crashed(self):
         code = self._proc.wait()
@@ -117,7 +147,18 @@ def _worker_main():
     sys.stdout = sys.stderr
     faulthandler.enable()
 
+    from numba.core import event
+
     from tests.fuzz_data import run_case
+
+    class Heartbeat(event.Listener):
+        def on_start(self, ev):
+            pass
+
+        def on_end(self, ev):
+            results.write(HEARTBEAT.decode())
+
+    event.register("numba:compile", Heartbeat())
 
     for line in sys.stdin:
         if not line.strip():
@@ -127,7 +168,25 @@ def _worker_main():
             import ctypes
 
             ctypes.string_at(0)
+        if case.get("pair") == "__slow_compiles__":  # lets tests/test_fuzz.py check the timeout (module docstring)
+            results.write(json.dumps(_slow_compiles(**case["params"])) + "\n")
+            continue
         results.write(json.dumps(run_case(case)) + "\n")
+
+
+def _slow_compiles(compiles, pause):
+    """Compile ``compiles`` fresh numba functions with ``pause`` seconds before each (``compiles = 0``: sleep
+    ``pause`` seconds); the result of a case that took that long."""
+    import time
+
+    import numba
+
+    if compiles == 0:
+        time.sleep(pause)
+    for i in range(compiles):
+        time.sleep(pause)
+        numba.njit(lambda x, i=i: x + i)(1)
+    return {"status": "ok", "problems": [], "seconds": compiles * pause}
 
 
 if __name__ == "__main__":

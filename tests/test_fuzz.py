@@ -71,7 +71,7 @@ def assert_cases_pass(runner, cases):
 
 @pytest.fixture(scope="module")
 def runner():
-    with CaseRunner(timeout=300) as r:
+    with CaseRunner(timeout=300) as r:  # 300 s without a finished compilation (tests/fuzz_worker.py)
         yield r
 
 
@@ -207,6 +207,19 @@ def test_checker_catches_wrong_invalid_and_crash(runner):
     assert crashed["status"] == "crash"
     assert re.search(r"signal SIGSEGV", crashed["problems"][0])
     assert runner.run(case)["status"] == "ok"  # a fresh worker takes the next case
+
+
+def test_timeout_counts_time_without_compiling():
+    """A case that sleeps past the timeout is a timeout; one that takes as long but keeps finishing numba
+    compilations (a cold cache) is not, and the lines that come together (a heartbeat, the result) are all read."""
+    with CaseRunner(timeout=2.0) as r:
+        slow = {"pair": "__slow_compiles__", "params": {"compiles": 6, "pause": 1.0}}
+        assert r.run(slow)["status"] == "ok"  # about 6 s and more: six pauses, six compilations
+        hung = r.run({"pair": "__slow_compiles__", "params": {"compiles": 0, "pause": 30.0}})
+        assert hung["status"] == "timeout"
+        assert hung["problems"][0] == "no answer after 2 s"
+        assert r.run(slow)["status"] == "ok"  # a fresh worker after the killed one
+        assert r.starts == 2
 
 
 # ----------------------------------------------------------------------------- the boundscheck run

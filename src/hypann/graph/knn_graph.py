@@ -341,6 +341,9 @@ _DEFAULT_EVALUATIONS = "default_evaluations"
 # ``copy_groups_`` of a graph whose nodes are all its points (read only, shared).
 _NO_GROUPS = np.empty(0, dtype=np.int64)
 _NO_GROUPS.setflags(write=False)
+#: No upper pivots (no second stage for far queries), read-only as the structure's own (HyperbolicGraphIndex._structure)
+_NO_UPPER = np.empty(0, dtype=np.int64)
+_NO_UPPER.setflags(write=False)
 
 
 # --------------------------------------------------------------------------- k-NN rows
@@ -490,6 +493,13 @@ def _fill_row_at_random(p, points, conf, seed, row_d, row_i, row_f, seen, tag):
             continue
         seen[v] = tag
         _row_insert(row_d, row_i, row_f, _row_key(delta_row(points[p], conf[p], points[v], conf[v])), v)
+
+
+def _read_only(a):
+    """A read-only view of the array ``a`` (no copy)."""
+    view = a.view()
+    view.flags.writeable = False
+    return view
 
 
 def _thread_marks(n, dtype):
@@ -1209,8 +1219,9 @@ def _search_one(points, conf, nbrs, pivots, thresholds, children, ranges, order,
         lst_e[t] = False
     if exclude >= 0:
         seen[exclude] = tag
-    size = 0
-    cnt = 0
+    # typed int64 from the start: numba would compile _offer_seeds once more for the literal 0
+    size = np.int64(0)
+    cnt = np.int64(0)
     # descend the tree; the pivots met on the way are seeds too (their |q-x|^2 is
     # computed for the side test anyway): deep pivots lie near q even when q
     # falls on the wrong side of a split (see the module docstring)
@@ -1230,17 +1241,9 @@ def _search_one(points, conf, nbrs, pivots, thresholds, children, ranges, order,
                 size, _ = _list_offer(lst_d, lst_i, lst_e, size, ef, dd, u)
         node = children[node, 0] if split_key(da, db) <= thresholds[node] else children[node, 1]
     lo = ranges[node, 0]
-    hi = min(ranges[node, 1], lo + n_seeds)
-    n = nbrs.shape[0]  # the graph's nodes: the points, or their first rows when copies are grouped
-    s = lo
-    while s < hi and cnt < budget:
-        # the leaf's next (at most) four unvisited points, within the budget, offered as the neighbours' are
-        got = 0
-        while s < hi and got < 4 and cnt + got < budget:
-            got = _take_unvisited(s if leaf_order else order[s], n, seen, tag, batch, got)
-            s += 1
-        cnt += got
-        size, _ = _offer_batch(q, cq, points, conf, batch, got, lst_d, lst_i, lst_e, size, ef, ef, split_keys)
+    size, cnt = _offer_seeds(q, cq, points, conf, nbrs.shape[0], order, leaf_order, lo,
+                             min(ranges[node, 1], lo + n_seeds), budget, seen, tag, batch, lst_d, lst_i, lst_e, size,
+                             ef, cnt, split_keys)
     size, cnt = _expand(q, cq, points, conf, nbrs, budget, seen, tag, batch, lst_d, lst_i, lst_e, size, ef, cnt,
                          split_keys)
     if upper.shape[0] == 0 or size < 2 or cnt >= budget:
@@ -1256,17 +1259,38 @@ def _search_one(points, conf, nbrs, pivots, thresholds, children, ranges, order,
         lst_i[t] = -1
         lst_e[t] = False
     ef = far_ef
-    h = 0
-    while h < upper.shape[0] and cnt < budget:
-        got = 0
-        while h < upper.shape[0] and got < 4 and cnt + got < budget:
-            got = _take_unvisited(upper[h], n, seen, tag, batch, got)
-            h += 1
-        cnt += got
-        size, _ = _offer_batch(q, cq, points, conf, batch, got, lst_d, lst_i, lst_e, size, ef, ef, split_keys)
+    # typed values, not the literals False and 0: a literal argument would compile _offer_seeds a second time
+    size, cnt = _offer_seeds(q, cq, points, conf, nbrs.shape[0], upper, np.bool_(False), np.int64(0),
+                             upper.shape[0], budget, seen, tag, batch, lst_d, lst_i, lst_e, size, ef, cnt, split_keys)
     size, cnt = _expand(q, cq, points, conf, nbrs, budget, seen, tag, batch, lst_d, lst_i, lst_e, size, ef, cnt,
                          split_keys)
     return cnt
+
+
+@nb.njit(cache=True)
+def _offer_seeds(q, cq, points, conf, n, ids, identity, lo, hi, budget, seen, tag, batch, lst_d, lst_i, lst_e, size,
+                 ef, cnt, split):
+    """Offer the unvisited points ``ids[s]`` (``s`` itself when ``identity``) of ``lo <= s < hi`` to the search list,
+    four at a time (:func:`_offer_batch`), while ``cnt`` (evaluations so far) stays below ``budget``; returns
+    ``(size, cnt)``.
+
+    The walk's seeds: the first points of the query's leaf (``ids`` the tree's ``order``, ``identity`` when the
+    points are stored in leaf order) and, far from the data, the entry tree's upper pivots. A function of its
+    own, not inlined, as :func:`_expand`: numba compiles every inlined copy of :func:`_offer_batch` anew, for
+    seconds each. Ids outside ``[0, n)`` are skipped.
+    """
+    # the arrays are the caller's: their views here need no reference counts (hypann._borrowed)
+    q, points, conf, ids, seen = borrowed(q), borrowed(points), borrowed(conf), borrowed(ids), borrowed(seen)
+    batch, lst_d, lst_i, lst_e = borrowed(batch), borrowed(lst_d), borrowed(lst_i), borrowed(lst_e)
+    s = lo
+    while s < hi and cnt < budget:
+        got = 0
+        while s < hi and got < 4 and cnt + got < budget:
+            got = _take_unvisited(s if identity else ids[s], n, seen, tag, batch, got)
+            s += 1
+        cnt += got
+        size, _ = _offer_batch(q, cq, points, conf, batch, got, lst_d, lst_i, lst_e, size, ef, ef, split)
+    return size, cnt
 
 
 @nb.njit(cache=True, inline="always")
@@ -1286,14 +1310,19 @@ def _found_half_distances(points, conf, lst_d, lst_i, size):
     return np.arcsinh(np.sqrt(lst_d[0])), np.arcsinh(np.sqrt(spread))
 
 
-@nb.njit(cache=True, inline="always")
+@nb.njit(cache=True)
 def _expand(q, cq, points, conf, nbrs, budget, seen, tag, batch, lst_d, lst_i, lst_e, size, ef, cnt, split):
     """Best-first expansion of the search list from its nearest unexpanded entry until every entry is
     expanded or ``cnt`` (evaluations so far) reaches ``budget``; returns ``(size, cnt)``.
 
     Expanding an entry offers its unvisited out-neighbours, four at a time
     (:func:`_offer_batch`, with its ``split``); the next entry expanded is the nearest one not yet expanded.
+    A function of its own, called once or twice a walk, with :func:`_offer_batch` inlined into its loop: numba
+    inlining it into :func:`_search_one` at both calls made the walk's first compilation take minutes.
     """
+    # the arrays are the caller's: their views here need no reference counts (hypann._borrowed)
+    q, points, conf, nbrs, seen = borrowed(q), borrowed(points), borrowed(conf), borrowed(nbrs), borrowed(seen)
+    batch, lst_d, lst_i, lst_e = borrowed(batch), borrowed(lst_d), borrowed(lst_i), borrowed(lst_e)
     n = nbrs.shape[0]  # the graph's nodes: the points, or their first rows when copies are grouped
     cur = _first_unexpanded(lst_e, 0, size)
     deg = nbrs.shape[1]
@@ -1497,9 +1526,10 @@ def _search_serial(points, conf, nbrs, pivots, thresholds, children, ranges, ord
     out_d = np.full((m, k), np.inf)
     out_i = np.full((m, k), -1, dtype=np.int64)
     samples = np.zeros(m, dtype=np.int64)
+    # typed, not the literal 0: a literal argument would compile _search_range anew
     _search_range(points, conf, nbrs, pivots, thresholds, children, ranges, order, leaf_order, split_keys, n_seeds,
-                  pivot_node_size, groups, upper, far_ratio, queries, q_conf, ef, budget, exclude, 0, m, seen, tag0,
-                  out_i, out_d, samples)
+                  pivot_node_size, groups, upper, far_ratio, queries, q_conf, ef, budget, exclude, np.int64(0), m,
+                  seen, tag0, out_i, out_d, samples)
     return out_i, out_d, samples
 
 
@@ -1515,30 +1545,37 @@ def _search_coordinates(points, conf, nbrs, pivots, thresholds, children, ranges
     ``exclude``: rows of one, read only). Returns whether ``X`` is a valid point."""
     queries, q_conf, valid = one_query_start(X, c, lorentz, out_i, out_d, samples)
     if valid:
+        # typed, not the literals 0 and 1: literal arguments would compile _search_range anew
         _search_range(points, conf, nbrs, pivots, thresholds, children, ranges, order, leaf_order, split_keys,
-                      n_seeds, pivot_node_size, groups, upper, far_ratio, queries, q_conf, ef, budget, exclude, 0, 1,
-                      seen[0], tag, out_i, out_d, samples)
+                      n_seeds, pivot_node_size, groups, upper, far_ratio, queries, q_conf, ef, budget, exclude,
+                      np.int64(0), np.int64(1), seen[0], tag, out_i, out_d, samples)
     return valid
 
 
 @nb.njit(cache=True)
 def _far_ratios(points, conf, nbrs, pivots, thresholds, children, ranges, order, leaf_order, split_keys, n_seeds,
-                pivot_node_size, sample, seen, tag0):
+                pivot_node_size, no_upper, sample, seen, tag0):
     """``asinh(sqrt(delta(q, r_1))) / asinh(sqrt(delta(r_1, r_10)))`` (the ratio of distances ``d(q, r_1) /
     d(r_1, r_10)``) of every node ``q = sample[i]``, searched leave-one-out by :func:`_search_one` with a list of
-    ``FAR_RANK`` and no second stage; ``nan`` where fewer than ``FAR_RANK`` points are found or ``r_1`` and
-    ``r_10`` coincide. Query ``i`` marks ``seen`` with tag ``tag0 + i``; the rows are the graph's own."""
+    ``FAR_RANK`` and no second stage (``no_upper``: :data:`_NO_UPPER`); ``nan`` where fewer than ``FAR_RANK``
+    points are found or ``r_1`` and ``r_10`` coincide. Query ``i`` marks ``seen`` with tag ``tag0 + i``; the rows
+    are the graph's own."""
     lst_d = np.empty(FAR_RANK)
     lst_i = np.empty(FAR_RANK, dtype=np.int64)
     lst_e = np.empty(FAR_RANK, dtype=np.bool_)
     batch = np.empty(4, dtype=np.int64)
-    no_upper = np.empty(0, dtype=np.int64)
     out = np.full(sample.shape[0], np.nan)
+    # typed int64, not numba's literal types of the constants, and a float64 query also under float32 storage (the
+    # walk widens every coordinate to float64, the same bits): otherwise _search_one would compile once more
+    ef = np.int64(FAR_RANK)
+    budget = np.int64(_NO_BUDGET)
+    q = np.empty(points.shape[1])
     for i in range(sample.shape[0]):
         p = sample[i]
+        q[:] = points[p]
         _search_one(points, conf, nbrs, pivots, thresholds, children, ranges, order, leaf_order, split_keys, n_seeds,
-                    pivot_node_size, no_upper, np.inf, points[p], conf[p], FAR_RANK, _NO_BUDGET, p, seen,
-                    tag0 + i, lst_d, lst_i, lst_e, batch)
+                    pivot_node_size, no_upper, np.inf, q, conf[p], ef, budget, p, seen, tag0 + i, lst_d, lst_i,
+                    lst_e, batch)
         if lst_i[FAR_RANK - 1] >= 0:  # a full list
             to_query, spread = _found_half_distances(points, conf, lst_d, lst_i, FAR_RANK)
             if spread > 0.0:
@@ -1936,10 +1973,14 @@ class HyperbolicGraphIndex:
         after a build or a load and kept: scratch, not part of the state)."""
         kept = self.__dict__.get("_kernel_structure")
         if kept is None:
-            base = (self.points_, self.conformal_, self.neighbors_, self.tree_pivots_, self.tree_thresholds_,
-                    self.tree_children_, self.tree_ranges_, self.tree_order_, self.in_leaf_order_, self.split_keys_,
-                    self.leaf_size, PIVOT_SEED_LEAVES * self.leaf_size, self.copy_groups_,
-                    upper_pivots(self.tree_pivots_, self.tree_children_, upper_levels(self.n_nodes_)))
+            # read-only views, whether the arrays are the build's own (writable) or a loaded file's (read-only):
+            # numba compiles the search once per array type, and the kernels only read the structure
+            base = (*map(_read_only, (self.points_, self.conformal_, self.neighbors_, self.tree_pivots_,
+                                      self.tree_thresholds_, self.tree_children_, self.tree_ranges_,
+                                      self.tree_order_)),
+                    self.in_leaf_order_, self.split_keys_, self.leaf_size, PIVOT_SEED_LEAVES * self.leaf_size,
+                    _read_only(self.copy_groups_),
+                    _read_only(upper_pivots(self.tree_pivots_, self.tree_children_, upper_levels(self.n_nodes_))))
             kept = self.__dict__["_kernel_structure"] = (*base, self._far_ratio(base))
         return kept
 
@@ -1957,7 +1998,7 @@ class HyperbolicGraphIndex:
         marks = self._visited_marks()
         seen, tag0 = marks.take(sample.shape[0], 1)
         try:
-            ratio = _far_ratios(*structure[:12], sample, seen[0], tag0)
+            ratio = _far_ratios(*structure[:12], _NO_UPPER, sample, seen[0], tag0)
         finally:
             marks.give(seen, tag0 + sample.shape[0])
         ratio = ratio[np.isfinite(ratio)]
@@ -1973,6 +2014,10 @@ class HyperbolicGraphIndex:
     def _run(self, queries, q_conformal, k, ef, budget, exclude, *, copies=True):
         """Search kernels on checked queries; ``copies=False``: each found node without its copies (the
         calibration's leave-one-out among the nodes)."""
+        # float64 queries, also for the calibration's, which are float32 rows under float32 storage: the kernels
+        # widen every coordinate to float64 anyway (the same bits), and one query type is one compilation (writable,
+        # as the query row _far_ratios searches with)
+        queries = np.ascontiguousarray(queries, dtype=np.float64)
         m = queries.shape[0]
         if budget is None and exclude is None and m <= SERIAL_MAX_QUERIES:  # the kernels only read them
             b, ex = _NO_BUDGETS[:m], _NO_EXCLUDES[:m]

@@ -341,11 +341,12 @@ def _build_tree(points, conformal, leaf_size, top_depth):
     if top_depth < 62 and (1 << top_depth) < cap:
         cap = 1 << top_depth
     frontier = np.empty(cap, dtype=np.int64)
+    # typed values, not the literals 0 and -1: literal arguments would compile _build_subtree once per call site
     n_front = _build_subtree(points, conformal, leaf_size, perm, lo, hi, left, right, start, end, max_conf,
-                             depth_of, 0, top_depth, frontier)
+                             depth_of, np.int64(0), top_depth, frontier)
     for f in nb.prange(n_front):
         _build_subtree(points, conformal, leaf_size, perm, lo, hi, left, right, start, end, max_conf, depth_of,
-                       frontier[f], -1, frontier[:0])
+                       frontier[f], np.int64(-1), frontier[:0])
     return perm, lo, hi, left, right, start, end, max_conf, depth_of.max()
 
 
@@ -670,7 +671,7 @@ def _search_exact_one(pts, conf, perm, lo, hi, left, right, start, end, max_conf
         borrowed(hd), borrowed(hid), borrowed(alive)
     hb, hn = borrowed(hb), borrowed(hn)  # (a grown heap is this function's own, counted)
     k = hd.shape[0]
-    size = 0
+    size = np.int64(0)  # typed from the start: numba would compile _grow_pair once more for the literal 0
     cnt = 0
     if limit <= 0 or _node_delta_bound(q, cq, lo, hi, max_conf, 0) >= hd[k - 1]:
         return cnt
@@ -785,9 +786,10 @@ def _search_exact_coordinates(pts, conf, perm, lo, hi, left, right, start, end, 
     queries, q_conf, valid = one_query_start(X, c, lorentz, out_i, out_d, samples)
     if valid:
         hb, hn = _heap_scratch()
+        # typed values, not the literals _NO_BUDGET and False: literal arguments would compile the search anew
         samples[0] = _search_exact_one(pts, conf, perm, lo, hi, left, right, start, end, max_conf, queries[0],
-                                       q_conf[0], _NO_BUDGET, out_d[0], out_i[0], False, np.empty(0, dtype=np.uint8),
-                                       hb, hn)
+                                       q_conf[0], np.int64(_NO_BUDGET), out_d[0], out_i[0], np.bool_(False),
+                                       np.empty(0, dtype=np.uint8), hb, hn)
     return valid
 
 
