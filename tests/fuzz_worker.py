@@ -9,9 +9,9 @@ longer than ``timeout`` seconds is reported with ``status="timeout"`` and its wo
 
 The time numba spends compiling does not count: a cold cache compiles for minutes (more under
 ``NUMBA_BOUNDSCHECK=1`` and on a loaded machine), and that is no hang. The worker writes a
-heartbeat line each time numba finishes compiling a function (numba's compile events), and each
-heartbeat gives the case ``timeout`` seconds afresh, so only ``timeout`` seconds without any
-finished compilation count as a hang.
+heartbeat line once it has started (its imports done) and each time numba finishes compiling a
+function (numba's compile events), and each heartbeat gives the case ``timeout`` seconds afresh,
+so only ``timeout`` seconds without any finished compilation count as a hang.
 
 Run as ``python -m tests.fuzz_worker`` (from the repository root) it is the worker itself.
 """
@@ -159,6 +159,7 @@ def _worker_main():
             results.write(HEARTBEAT.decode())
 
     event.register("numba:compile", Heartbeat())
+    results.write(HEARTBEAT.decode())  # imported and ready: the start-up does not count either
 
     for line in sys.stdin:
         if not line.strip():
