@@ -28,7 +28,7 @@ import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-#: The line a worker writes when numba has compiled a function: the case is busy, not hung.
+#: The line a worker writes once started and whenever numba has compiled a function: busy, not hung.
 HEARTBEAT = b"compiled\n"
 
 

@@ -184,7 +184,7 @@ def notice_first_compile(*dispatchers):
             return
         if not os.path.exists(index_path):
             _NOTICE_SHOWN = True
-            log.warning("hypann: compiling numba kernels for first use (about a minute, once; cached on disk)")
+            log.warning("hypann: compiling numba kernels for first use (up to a few minutes, once; cached on disk)")
             return
 
 
