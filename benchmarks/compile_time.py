@@ -8,6 +8,10 @@ batch and one query a call, and reports:
 * ``seconds``: the workload's wall time (nearly all of it compilation);
 * ``compile_s``: the time inside numba's compilations (its ``numba:compile`` events), and the
   kernels that took longest (their own time, without the kernels they call);
+* ``reload_s`` (with ``--reload``): the time inside numba's compilations when the index, saved to a
+  file and loaded again memory-mapped (``hypann.load(path, mmap=True)``: read-only arrays), searches
+  the same batch and query. Kernels that take a loaded structure's arrays as a type of their own
+  compile again here;
 * ``literal``: how many compilations of hypann's kernels had an argument of a literal type
   (``Literal[int](0)``), and of which kernels: a constant passed to a kernel from another kernel
   compiles it once more for that constant. The library passes typed values (``np.int64(0)``)
@@ -19,6 +23,7 @@ Usage::
 
     python benchmarks/compile_time.py
     python benchmarks/compile_time.py --workloads graph-float32 --top 20
+    python benchmarks/compile_time.py --workloads hkdtree,graph --reload
 """
 
 from __future__ import annotations
@@ -67,7 +72,7 @@ class Compiles(event.Listener):
 event.register("numba:compile", Compiles())
 import numpy as np, hypann
 
-params, dim = json.loads(sys.argv[1]), int(sys.argv[2])
+params, dim, reload = json.loads(sys.argv[1]), int(sys.argv[2]), sys.argv[3] == "1"
 rng = np.random.default_rng(0)
 X = rng.normal(size=(2000, dim))
 X *= 0.9 / np.linalg.norm(X, axis=1, keepdims=True).max()
@@ -76,17 +81,30 @@ index = hypann.HyperbolicIndex(random_state=0, verbose=False, **params).build(X)
 index.search(X[:600], k=10)
 index.search(X[:1], k=10)
 seconds = time.perf_counter() - t0
-print(json.dumps({"seconds": seconds, "compile_s": sum(own.values()), "literal": sum(literal.values()),
-                  "literal_kernels": sorted(literal), "kernels": own.most_common()}))
+first = collections.Counter(own)  # the build's and the searches' compilations
+reload_s, reload_kernels = None, []
+if reload:
+    import os, tempfile
+    with tempfile.TemporaryDirectory() as tmp:
+        index.save(os.path.join(tmp, "index.hypann"))
+        loaded = hypann.load(os.path.join(tmp, "index.hypann"), mmap=True)
+        loaded.search(X[:600], k=10)
+        loaded.search(X[:1], k=10)
+        del loaded
+    again = own - first
+    reload_s, reload_kernels = sum(again.values()), again.most_common()
+print(json.dumps({"seconds": seconds, "compile_s": sum(first.values()), "literal": sum(literal.values()),
+                  "literal_kernels": sorted(literal), "kernels": first.most_common(), "reload_s": reload_s,
+                  "reload_kernels": reload_kernels}))
 """
 
 
-def run_workload(name, dim):
+def run_workload(name, dim, reload=False):
     """One workload in a fresh process with an empty numba cache; its measurements."""
     with tempfile.TemporaryDirectory() as cache:
         env = {**os.environ, "NUMBA_CACHE_DIR": cache}
-        out = subprocess.run([sys.executable, "-c", CHILD, json.dumps(WORKLOADS[name]), str(dim)], cwd=ROOT,
-                             env=env, capture_output=True, text=True, check=True)
+        out = subprocess.run([sys.executable, "-c", CHILD, json.dumps(WORKLOADS[name]), str(dim), str(int(reload))],
+                             cwd=ROOT, env=env, capture_output=True, text=True, check=True)
     return {"workload": name, "dim": dim, **json.loads(out.stdout.strip().splitlines()[-1])}
 
 
@@ -95,6 +113,8 @@ def main(argv=None):
     ap.add_argument("--workloads", default=",".join(WORKLOADS))
     ap.add_argument("--dim", type=int, default=16)
     ap.add_argument("--top", type=int, default=5, help="kernels listed per workload, longest first")
+    ap.add_argument("--reload", action="store_true",
+                    help="then save the index, load it memory-mapped and search again (reload_s)")
     ap.add_argument("--output", default="compile_time")
     args = ap.parse_args(argv)
     rows = []
@@ -102,14 +122,18 @@ def main(argv=None):
         if name not in WORKLOADS:
             ap.error(f"unknown workload {name!r}; known: {', '.join(WORKLOADS)}")
         t0 = time.perf_counter()
-        row = run_workload(name, args.dim)
+        row = run_workload(name, args.dim, args.reload)
         rows.append(row)
         top = ", ".join(f"{k.rsplit('.', 1)[-1]} {s:.1f}" for k, s in row["kernels"][:args.top])
         print(f"{name:14s} {row['seconds']:7.1f} s  compiling {row['compile_s']:7.1f} s  literal {row['literal']}"
               f"  ({time.perf_counter() - t0:.0f} s with start-up)  longest: {top}", flush=True)
+        if args.reload:
+            again = ", ".join(f"{k.rsplit('.', 1)[-1]} {s:.1f}" for k, s in row["reload_kernels"][:args.top])
+            print(f"{'':14s} loaded memory-mapped: compiling {row['reload_s']:.1f} s  {again}", flush=True)
         if row["literal_kernels"]:
             print(f"{'':14s} literal arguments: {', '.join(row['literal_kernels'])}", flush=True)
-    print(markdown_table(rows, ["workload", "dim", "seconds", "compile_s", "literal"]))
+    print(markdown_table(rows, ["workload", "dim", "seconds", "compile_s", *(["reload_s"] if args.reload else []),
+                                "literal"]))
     write_json(args.output, {"dim": args.dim, "rows": rows})
 
 

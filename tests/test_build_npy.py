@@ -68,7 +68,9 @@ def test_tree_takes_over_an_owned_array_in_place():
     np.testing.assert_array_equal(X, _data(3, 500, 6))  # the default build leaves its input alone
     mine, mine_c = X.copy(), cx.copy()
     taken = HyperbolicKDTree(leaf_size=8).build(mine, mine_c, in_place=True)
-    assert taken.points_ is mine and taken.conformal_ is mine_c  # no second copy
+    # no second copy: read-only views of the caller's arrays
+    assert taken.points_.base is mine and taken.conformal_.base is mine_c
+    assert not taken.points_.flags.writeable and not taken.conformal_.flags.writeable
     np.testing.assert_array_equal(mine, X[taken.indices_])  # now in tree order
     np.testing.assert_array_equal(mine_c, cx[taken.indices_])
     for name in ("indices_", "lo_", "hi_", "left_", "start_", "max_conformal_"):

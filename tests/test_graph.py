@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import hypann
+from hypann._runtime import read_only
 from hypann.datasets.families import FAMILIES, make_family
 from hypann.geometry._kernels import brute_knn_delta, conformal_factor, delta_to_candidates, sq_dist_split
 from hypann.graph import HyperbolicGraphIndex
@@ -393,7 +394,7 @@ def test_nn_descent_finds_most_true_neighbours(mixture):
 
 def test_partition_tree_leaves_partition_the_points(mixture):
     X = mixture[0]
-    pivots, thresholds, children, ranges, order = build_tree(X, 32, np.uint64(5))
+    pivots, thresholds, children, ranges, order = build_tree(read_only(X), 32, np.uint64(5), False)
     np.testing.assert_array_equal(np.sort(order), np.arange(len(X)))
     leaves = np.flatnonzero(children[:, 0] < 0)
     sizes = ranges[leaves, 1] - ranges[leaves, 0]
@@ -414,7 +415,7 @@ def test_partition_tree_with_split_sums_splits_every_node_at_its_median_key(dim,
     sums (as a float64 query, also over float32 points); the forest builds these trees from 16-D on."""
     rng = np.random.default_rng(dim)
     X = (rng.uniform(-0.7, 0.7, (600, dim)) / np.sqrt(dim)).astype(dtype)
-    pivots, thresholds, children, ranges, order = build_tree(X, 16, np.uint64(dim), True)
+    pivots, thresholds, children, ranges, order = build_tree(read_only(X), 16, np.uint64(dim), True)
     np.testing.assert_array_equal(np.sort(order), np.arange(len(X)))
     for v in np.flatnonzero(children[:, 0] >= 0):
         a, b = X[pivots[v, 0]], X[pivots[v, 1]]
@@ -437,7 +438,7 @@ def test_partition_tree_with_split_sums_splits_every_node_at_its_median_key(dim,
 
 def test_partition_tree_of_identical_points_is_one_leaf():
     X = np.tile([[0.3, -0.2, 0.1]], (100, 1))
-    _, _, children, ranges, order = build_tree(X, 8, np.uint64(0))
+    _, _, children, ranges, order = build_tree(read_only(X), 8, np.uint64(0), False)
     assert children.shape[0] == 1 and tuple(ranges[0]) == (0, 100)
 
 
@@ -531,7 +532,7 @@ def test_partition_tree_nodes_stay_within_the_proven_capacity(n, leaf_size):
     rng = np.random.default_rng(n * 100 + leaf_size)
     X = rng.uniform(-0.5, 0.5, (n, 3))
     X[: n // 3] = X[0]  # a block of identical points: a leaf of any size
-    _, _, children, ranges, order = build_tree(X, leaf_size, np.uint64(leaf_size))
+    _, _, children, ranges, order = build_tree(read_only(X), leaf_size, np.uint64(leaf_size), False)
     assert children.shape[0] <= node_capacity(n, leaf_size)
     leaves = children[:, 0] < 0
     sizes = ranges[leaves, 1] - ranges[leaves, 0]

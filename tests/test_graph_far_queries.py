@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import hypann
+from hypann._runtime import read_only
 from hypann.datasets.families import far_queries, make_family
 from hypann.geometry._kernels import brute_knn_delta, conformal_factor, delta_row
 from hypann.graph import HyperbolicGraphIndex, knn_graph
@@ -114,7 +115,7 @@ def _pivots_above(pivots, children, node, depth, levels, out):
 @pytest.mark.parametrize("levels", [0, 1, 3, 8])
 def test_upper_pivots_are_the_pivots_of_the_first_levels(n, leaf_size, levels):
     X = make_family("gaussian_mixture", n, 4, seed=n)
-    pivots, _, children, _, _ = build_tree(X, leaf_size, np.uint64(7))
+    pivots, _, children, _, _ = build_tree(read_only(X), leaf_size, np.uint64(7), False)
     got = upper_pivots(pivots, children, levels)
     ref = []
     _pivots_above(pivots, children, 0, 0, levels, ref)

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from hypann.geometry._kernels import brute_knn_delta, conformal_factor, delta_to_candidates
 from hypann.oracles.base import EuclideanOracle
-from hypann.search.hyperbolic_kdtree import HyperbolicKDTree, HyperbolicKDTreeOracle
+from hypann.search.hyperbolic_kdtree import _STATE, HyperbolicKDTree, HyperbolicKDTreeOracle
 from tests.conftest import ball_points
 
 # numba-kernel tests: `make test` runs them again under NUMBA_BOUNDSCHECK=1 (pytest -m kernels)
@@ -312,9 +312,10 @@ def test_parallel_build_gives_the_same_tree_for_any_split_depth_and_thread_count
     """Subtrees below depth top_depth are built in parallel; node ids depend on the sizes alone."""
     import numba
 
+    from hypann._runtime import read_only
     from hypann.search.hyperbolic_kdtree import _build_tree
 
-    X, cx = _data(17, 3000, 4, n_dup=40)
+    X, cx = map(read_only, _data(17, 3000, 4, n_dup=40))  # as build() passes them: one compiled kernel
     ref = _build_tree(X, cx, 5, 1)
     before = numba.get_num_threads()
     try:
@@ -342,7 +343,7 @@ def test_permutation_is_int32():
     Q, cq = _queries(3, X, 10)
     for state in (arrays, old):
         back = HyperbolicKDTree.from_arrays(state, points=X, conformal=cx)
-        assert back.indices_.dtype == state["indices"].dtype
+        assert back.indices_.dtype == np.int32  # older files' int64 ids too: one compiled kernel
         np.testing.assert_array_equal(back.search_exact(Q, cq, 5).ids, tree.search_exact(Q, cq, 5).ids)
     with pytest.raises(ValueError, match=r"state 'indices': must have dtype int64, got int16"):
         HyperbolicKDTree.from_arrays(dict(arrays, indices=arrays["indices"].astype(np.int16)))
@@ -498,3 +499,38 @@ def test_default_leaf_size_by_dimension_survives_save_and_load(tmp_path, algorit
     rebuilt = hypann.load(path, **{key: leaf + 1})
     assert rebuilt.algorithm_.tree_.leaf_size == leaf + 1
     np.testing.assert_array_equal(rebuilt.search(X[:9], 5).distances, index.search(X[:9], 5).distances)
+
+
+def test_built_loaded_mapped_and_unpickled_trees_give_the_kernels_one_type(tmp_path):
+    """The tree's arrays reach the kernels as read-only views however the tree came to be (built from the
+    caller's writable arrays, in place or copied; from a file's arrays, read or mapped; unpickled), and its
+    ids as int32 also from a file of int64 ids: numba compiles each search kernel once per type, so each
+    other type would cost a compilation of some 10 s."""
+    import pickle
+
+    from numba import typeof
+
+    X, cx = _data(5, 400, 3)
+    built = HyperbolicKDTree(leaf_size=8).build(X, cx)
+    taken = HyperbolicKDTree(leaf_size=8).build(X.copy(), cx.copy(), in_place=True)
+    arrays = built.to_arrays()
+    np.savez(tmp_path / "tree.npz", **dict(arrays, indices=arrays["indices"].astype(np.int64)))
+    with np.load(tmp_path / "tree.npz") as read:
+        loaded = HyperbolicKDTree.from_arrays(dict(read))
+    for name, a in arrays.items():
+        if name != "leaf_size":
+            np.save(tmp_path / f"{name}.npy", a)
+    mapped_arrays = {name: np.load(tmp_path / f"{name}.npy", mmap_mode="r") for name in arrays if name != "leaf_size"}
+    mapped = HyperbolicKDTree.from_arrays(dict(mapped_arrays, leaf_size=arrays["leaf_size"]))
+    unpickled = pickle.loads(pickle.dumps(built))
+
+    def kernel_types(tree):
+        return tuple(typeof(getattr(tree, name + "_")) for name in _STATE)
+
+    want = kernel_types(built)
+    assert want[2].dtype.name == "int32" and not any(t.mutable for t in want)
+    for tree in (taken, loaded, mapped, unpickled):
+        assert kernel_types(tree) == want
+    Q, cq = _queries(5, X, 6)
+    for tree in (taken, loaded, mapped, unpickled):
+        np.testing.assert_array_equal(tree.search_exact(Q, cq, 4).ids, built.search_exact(Q, cq, 4).ids)

@@ -60,6 +60,18 @@ def searched_in_order(m, n):
     return m >= ORDERED_MIN_QUERIES and m * ORDERED_POINTS_PER_QUERY >= n
 
 
+def read_only(a):
+    """A read-only view of the array ``a`` (no copy).
+
+    Structures hand their arrays to their kernels as such views, whether the arrays are a build's own
+    (writable) or a loaded file's (read-only): numba compiles a kernel once per array type, and the
+    kernels only read them.
+    """
+    view = a.view()
+    view.flags.writeable = False
+    return view
+
+
 def filled(shape, value, dtype=np.float64):
     """A new array of ``shape`` holding ``value``: ``np.full`` by ``empty`` + ``fill``.
 

@@ -79,7 +79,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numba as nb
 import numpy as np
 
-from hypann._runtime import SERIAL_MAX_QUERIES
+from hypann._runtime import SERIAL_MAX_QUERIES, read_only
 from hypann.geometry._kernels import (UNIT_ROUNDOFF, brute_knn_delta, brute_knn_delta_serial, brute_knn_delta_split,
                                       delta_row, insert_sorted, merge_in_block_order)
 
@@ -343,7 +343,10 @@ def knn_delta_scan(Q, cq, X, cx, k):
     """Exact k-NN by ``delta`` of a batch: :func:`gram_knn_delta` from :data:`GRAM_MIN_QUERIES` queries and
     ``m d >= GRAM_MIN_WORK`` on, else the plain scan: split into blocks of rows on all of numba's
     threads when there are fewer queries than threads and the scan is long (:func:`splits_rows`),
-    serial for one query on one thread, else one thread per query. The same result every way."""
+    serial for one query on one thread, else one thread per query. The same result every way. The kernels
+    get read-only views of the points (a structure's own, writable, or a loaded file's, read-only): one
+    compiled type for both."""
+    X, cx = read_only(X), read_only(cx)
     m, d = Q.shape
     if m >= GRAM_MIN_QUERIES and m * d >= GRAM_MIN_WORK:
         return gram_knn_delta(Q, cq, X, cx, k)

@@ -250,7 +250,14 @@ import numpy as np
 from hypann import _progress as progress
 from hypann._borrowed import borrowed
 from hypann._prefetch import prefetch_item, prefetch_row, prefetches_rows
-from hypann._runtime import ORDER_NODE_POINTS, SERIAL_MAX_QUERIES, VisitedMarks, one_query_arrays, release_freed_heap
+from hypann._runtime import (
+    ORDER_NODE_POINTS,
+    SERIAL_MAX_QUERIES,
+    VisitedMarks,
+    one_query_arrays,
+    read_only,
+    release_freed_heap,
+)
 from hypann._validation import (check_positive_int, check_query_coordinates, check_real, check_stored_points,
                                 check_stored_queries, state_flag)
 from hypann.geometry._kernels import (delta4_below, delta4_split_below, delta_row, delta_row_below, delta_split_below,
@@ -493,13 +500,6 @@ def _fill_row_at_random(p, points, conf, seed, row_d, row_i, row_f, seen, tag):
             continue
         seen[v] = tag
         _row_insert(row_d, row_i, row_f, _row_key(delta_row(points[p], conf[p], points[v], conf[v])), v)
-
-
-def _read_only(a):
-    """A read-only view of the array ``a`` (no copy)."""
-    view = a.view()
-    view.flags.writeable = False
-    return view
 
 
 def _thread_marks(n, dtype):
@@ -1975,12 +1975,12 @@ class HyperbolicGraphIndex:
         if kept is None:
             # read-only views, whether the arrays are the build's own (writable) or a loaded file's (read-only):
             # numba compiles the search once per array type, and the kernels only read the structure
-            base = (*map(_read_only, (self.points_, self.conformal_, self.neighbors_, self.tree_pivots_,
+            base = (*map(read_only, (self.points_, self.conformal_, self.neighbors_, self.tree_pivots_,
                                       self.tree_thresholds_, self.tree_children_, self.tree_ranges_,
                                       self.tree_order_)),
                     self.in_leaf_order_, self.split_keys_, self.leaf_size, PIVOT_SEED_LEAVES * self.leaf_size,
-                    _read_only(self.copy_groups_),
-                    _read_only(upper_pivots(self.tree_pivots_, self.tree_children_, upper_levels(self.n_nodes_))))
+                    read_only(self.copy_groups_),
+                    read_only(upper_pivots(self.tree_pivots_, self.tree_children_, upper_levels(self.n_nodes_))))
             kept = self.__dict__["_kernel_structure"] = (*base, self._far_ratio(base))
         return kept
 
@@ -2279,7 +2279,8 @@ def upper_levels(n_nodes):
 def _entry_tree(points, leaf_size, seed):
     """The partition tree whose leaves seed the searches (:func:`build_tree` with the build's seed and
     :func:`~hypann.graph.partition_tree.split_sums_for` its dimension)."""
-    return build_tree(points, leaf_size, np.uint64(mix_seed(np.uint64(seed), 11, 0)), split_sums_for(points.shape[1]))
+    return build_tree(read_only(points), leaf_size, np.uint64(mix_seed(np.uint64(seed), 11, 0)),
+                      split_sums_for(points.shape[1]))
 
 
 def rows_to_ids(ids, deltas, order):

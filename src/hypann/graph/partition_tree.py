@@ -41,6 +41,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
+from hypann._runtime import read_only
 from hypann.geometry._kernels import sq_dist8, sq_dist_pair, sq_dist_pair_split, sq_dist_row
 
 # Random pivot pairs tried before scanning the node for a point distinct from ``a``.
@@ -234,7 +235,8 @@ def build_forest(points, leaf_size, seeds, index_dtype=None):
         raise ValueError(f"index_dtype must hold ids up to n={n}, got index_dtype={np.dtype(dtype).name}")
     leaf_ranges = np.empty((seeds.shape[0], n, 2), dtype=dtype)
     orders = np.empty((seeds.shape[0], n), dtype=dtype)
-    _fill_forest(points, leaf_size, seeds, leaf_ranges, orders)
+    # a read-only view, as the graph's entry tree gets (hypann.graph.knn_graph): one compiled build_tree
+    _fill_forest(read_only(points), leaf_size, seeds, leaf_ranges, orders)
     return leaf_ranges, orders
 
 

@@ -69,6 +69,7 @@ from typing import NamedTuple
 import numba as nb
 import numpy as np
 
+from hypann._runtime import read_only
 from hypann._validation import (
     check_positive_int,
     check_real,
@@ -677,9 +678,10 @@ class VamanaIndex:
             b[:] = np.maximum(np.asarray(budget), 0)
         seed = np.uint64(check_seed(random_state, "random_state", allow_none=False) & 0xFFFFFFFFFFFFFFFF)
         n_chunks = max(1, min(m, 4 * nb.get_num_threads()))
+        # read-only views of the graph, built (writable) or loaded (read-only): one compiled search
         ids, deltas, samples = _search(
-            self.points_, self.conformal_, self.neighbors_, self.medoid_, queries, q_conformal, k, list_size, b,
-            seed, n_chunks,
+            read_only(self.points_), read_only(self.conformal_), read_only(self.neighbors_), self.medoid_, queries,
+            q_conformal, k, list_size, b, seed, n_chunks,
         )
         return GraphSearchResult(ids, deltas, samples)
 

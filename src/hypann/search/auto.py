@@ -151,11 +151,10 @@ class AutoSearch(SearchAlgorithm):
             self.chosen_.tree_ = tree
             self.points_ = self.conformal_ = None
         else:  # the scan keeps the points in input order: undo the tree's order, in place
-            points, conformal = tree.points_, tree.conformal_
-            if points is self.points_:
+            points, conformal = self.points_, self.conformal_
+            if np.may_share_memory(tree.points_, points):  # the tree took them over (its views are read-only)
                 gather_points_in_place(points, conformal, inverse_permutation(tree.indices_))
-            else:  # the tree made its own copy; the caller's arrays are untouched
-                points, conformal = self.points_, self.conformal_
+            # else the tree made its own copy; the caller's arrays are untouched
             self.chosen_ = BruteForceSearch().build(points, conformal, random_state=self.random_state_)
 
     # -- the points: held by the kd-tree when it was chosen ---------------------

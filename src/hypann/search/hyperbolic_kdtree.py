@@ -91,7 +91,7 @@ import numpy as np
 
 from hypann._borrowed import borrowed
 from hypann._params import Param
-from hypann._runtime import ORDER_NODE_POINTS, SERIAL_MAX_QUERIES, filled, one_query_arrays
+from hypann._runtime import ORDER_NODE_POINTS, SERIAL_MAX_QUERIES, filled, one_query_arrays, read_only
 from hypann._validation import (
     check_positive_int,
     check_query_coordinates,
@@ -1010,7 +1010,7 @@ def _check_tree_bounds(pts, conf, lo, hi, max_conf, left, right, start, end, bad
 def _compact_permutation(perm):
     """``perm`` as int32 when every id fits (``n < 2**31``), else unchanged (int64): 4 bytes a point less."""
     if perm.shape[0] <= np.iinfo(np.int32).max:
-        return perm.astype(np.int32)
+        return perm.astype(np.int32, copy=False)
     return perm
 
 
@@ -1031,8 +1031,11 @@ class HyperbolicKDTree:
     conformal_ : ndarray of shape (n,)
         Their stored conformal factors ``1-|x|^2``.
     indices_ : ndarray of shape (n,), int32 (int64 for ``n >= 2**31``)
-        ``points_[t]`` is input row ``indices_[t]``.
+        ``points_[t]`` is input row ``indices_[t]``. Also a file's int64 ids (written before int32 was
+        stored) become int32 when loaded.
     n_nodes_, depth_ : int
+
+    The arrays of the tree (these and the nodes') are read-only views.
 
     Examples
     --------
@@ -1078,7 +1081,7 @@ class HyperbolicKDTree:
         points, conformal = check_stored_points(points, conformal, allow_float32=True)
         # subtrees below depth top_depth are built in parallel (same tree for any value)
         top_depth = max(1, int(np.ceil(np.log2(4 * nb.get_num_threads()))))
-        out = dict(zip(_STATE[2:], _build_tree(points, conformal, leaf_size, top_depth)[:-1]))
+        out = dict(zip(_STATE[2:], _build_tree(read_only(points), read_only(conformal), leaf_size, top_depth)[:-1]))
         perm = out["indices"]
         reuse = in_place and all(  # the caller's own arrays, not converted copies of them
             isinstance(b, np.ndarray) and b.flags.writeable and a.dtype == b.dtype and a.shape == b.shape
@@ -1095,8 +1098,12 @@ class HyperbolicKDTree:
         return self
 
     def _set_state(self, arrays):
+        # read-only views, whether the arrays are the build's own (writable) or a loaded file's (read-only), and
+        # int32 ids also from files of before they were stored so: numba compiles each search kernel once per
+        # array type (a kernel of some 10 s), and the kernels only read the tree
         for name in _STATE:
-            setattr(self, name + "_", np.ascontiguousarray(arrays[name]))
+            array = np.ascontiguousarray(arrays[name])
+            setattr(self, name + "_", read_only(_compact_permutation(array) if name == "indices" else array))
         self.n_points_, self.dim_ = self.points_.shape
         self.n_nodes_ = int(self.left_.shape[0])
         # depth from the arrays, one level at a time (the arrays form a tree: checked or built here)
@@ -1106,6 +1113,13 @@ class HyperbolicKDTree:
             inner = level[self.left_[level] >= 0]
             level = np.concatenate([self.left_[inner], self.right_[inner]])
         self.depth_ = depth
+
+    def __setstate__(self, state):
+        # an unpickled array is writable: back to read-only views (see _set_state)
+        self.__dict__.update(state)
+        for name in _STATE:
+            if isinstance(state.get(name + "_"), np.ndarray):
+                setattr(self, name + "_", read_only(state[name + "_"]))
 
     def to_arrays(self) -> dict:
         """The fitted tree as a dict of arrays (for :func:`numpy.savez`); see :meth:`from_arrays`."""

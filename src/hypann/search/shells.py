@@ -100,6 +100,7 @@ import numba as nb
 import numpy as np
 
 from hypann._params import Param
+from hypann._runtime import read_only
 from hypann.geometry import _kernels
 from hypann.geometry._kernels import delta_row, insert_sorted
 from hypann.geometry.bands import (
@@ -293,7 +294,7 @@ class SphericalShellSearch(SearchAlgorithm):
         cap = np.full(sid.size, np.iinfo(np.int64).max, dtype=np.int64)
         q, cq = self.points_[sid], self.conformal_[sid]
         ids, deltas, _, _ = _shell_lsh_knn(
-            q, cq, hyperbolic_norm_from_conformal(cq), self.points_, self.conformal_, self.radii_,
+            q, cq, hyperbolic_norm_from_conformal(cq), read_only(self.points_), read_only(self.conformal_), self.radii_,
             p["shells"], p["scale"], p["R"], p["u"], p["mult"], p["slot_start"], p["slot_bits"], p["hkeys"],
             p["hbucket"], p["bstart"], p["bids"], p["first"], p["size"], k + 1, p["probe"], cap,
         )
@@ -472,7 +473,9 @@ class SphericalShellSearch(SearchAlgorithm):
         cap = np.full(m, np.iinfo(np.int64).max, dtype=np.int64) if budget is None else np.full(m, int(budget))
         h_q = hyperbolic_norm_from_conformal(q_conformal)
         ids, deltas, examined, probed = _shell_lsh_knn(
-            np.ascontiguousarray(queries), q_conformal, h_q, self.points_, self.conformal_, self.radii_,
+            # read-only views of the points, built (writable) or loaded (read-only): one compiled kernel
+            np.ascontiguousarray(queries), q_conformal, h_q, read_only(self.points_), read_only(self.conformal_),
+            self.radii_,
             p["shells"], p["scale"], p["R"], p["u"], p["mult"], p["slot_start"], p["slot_bits"], p["hkeys"],
             p["hbucket"], p["bstart"], p["bids"], p["first"], p["size"], int(k), p["probe"], cap,
         )
