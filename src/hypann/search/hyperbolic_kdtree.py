@@ -1093,8 +1093,7 @@ class HyperbolicKDTree:
             out["points"], out["conformal"] = points, conformal
         else:
             out["points"], out["conformal"] = points[perm], conformal[perm]
-        out["indices"] = _compact_permutation(perm)
-        self._set_state(out)
+        self._set_state(out)  # (which makes the ids int32)
         return self
 
     def _set_state(self, arrays):
