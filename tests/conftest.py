@@ -30,6 +30,16 @@ def without_far_stage(monkeypatch):
     monkeypatch.setattr(knn_graph, "upper_pivots", lambda pivots, children, levels: np.empty(0, dtype=np.int64))
 
 
+def brute_knn_delta(Q, cq, X, cx, k):
+    """The float64 scan (:func:`hypann.geometry._kernels.brute_knn_delta`) with the points as the library
+    passes them (:func:`hypann.geometry.gram_scan.knn_delta_scan`): read-only views. A test's writable points
+    would make numba compile the kernel for a second type."""
+    from hypann._runtime import read_only
+    from hypann.geometry import _kernels
+
+    return _kernels.brute_knn_delta(Q, cq, read_only(X), read_only(cx), k)
+
+
 def ball_points(rng, n, d, *, min_conformal=1e-12, radial_power=0.2):
     """Points in the unit ball whose conformal factor ``1-|x|^2`` spans down to ``min_conformal``.
 

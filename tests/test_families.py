@@ -8,8 +8,9 @@ import pytest
 import hypann.datasets.families as families
 from hypann.datasets.families import FAMILIES, make_family
 from hypann.datasets.synthetic import _check_range
-from hypann.geometry._kernels import brute_knn_delta, conformal_factor
+from hypann.geometry._kernels import conformal_factor
 from hypann.geometry.poincare import dist0
+from tests.conftest import brute_knn_delta
 
 SYNTHETIC = [name for name, fam in FAMILIES.items() if fam.dims is None]
 

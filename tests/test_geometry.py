@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from hypann._runtime import read_only
 from hypann.geometry import _kernels, models, poincare as P
 from hypann.geometry._vector_lanes import (BLOCK_SUM_DEPTH, LANE_BLOCK, ROW_LANES, add_row_squares4, add_row_squares8,
                                           block_square_sum, split_square_block_sums, split_square_sums)
@@ -203,7 +204,7 @@ def test_kernels_match_numpy_reference(rng):
     Q = ball_points(rng, 30, 8)
     X = ball_points(rng, 300, 8)
     cq, cx = P.conformal_factor(Q), P.conformal_factor(X)
-    ids, ds = _kernels.brute_knn_delta(Q, cq, X, cx, 5)
+    ids, ds = _kernels.brute_knn_delta(Q, cq, read_only(X), read_only(cx), 5)
     full = P.pairwise_delta(Q, X)
     ref_ids = np.argsort(full, axis=1, kind="stable")[:, :5]
     np.testing.assert_allclose(ds, np.take_along_axis(full, ref_ids, 1), rtol=1e-13)
@@ -661,7 +662,7 @@ def test_brute_scan_equals_offering_every_delta_row_in_order(n, d, k, seed, dtyp
     ref_ids = np.argsort(full, axis=1, kind="stable")[:, :k]
     ref_d = np.take_along_axis(full, ref_ids, 1)
     for scan in (_kernels.brute_knn_delta_serial, _kernels.brute_knn_delta):
-        ids, ds = scan(Q, cq, X, cx, k)
+        ids, ds = scan(Q, cq, read_only(X), read_only(cx), k)
         np.testing.assert_array_equal(ids[:, :min(k, n)], ref_ids)
         np.testing.assert_array_equal(ds[:, :min(k, n)], ref_d)
         assert np.all(ids[:, n:] == -1) and np.all(np.isinf(ds[:, n:]))

@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 import hypann
 from hypann.datasets.families import make_family
 from hypann.geometry import gram_scan
-from hypann.geometry._kernels import brute_knn_delta, conformal_factor
-from tests.conftest import ball_points, deep_clusters, points_at_norm
+from hypann.geometry._kernels import conformal_factor
+from tests.conftest import ball_points, brute_knn_delta, deep_clusters, points_at_norm
 
 pytestmark = pytest.mark.kernels
 

@@ -12,14 +12,14 @@ import pytest
 import hypann
 from hypann._runtime import read_only
 from hypann.datasets.families import FAMILIES, make_family
-from hypann.geometry._kernels import brute_knn_delta, conformal_factor, delta_to_candidates, sq_dist_split
+from hypann.geometry._kernels import conformal_factor, delta_to_candidates, sq_dist_split
 from hypann.graph import HyperbolicGraphIndex
 from hypann.graph import knn_graph
 from hypann.graph.knn_graph import _reverse_lists, _search_graph, nn_descent
 from hypann.graph.partition_tree import (SPLIT_SUMS_MIN_DIM, build_forest, build_tree, descend, node_capacity,
                                          split_key)
 from hypann.metrics import recall
-from tests.conftest import without_far_stage
+from tests.conftest import brute_knn_delta, without_far_stage
 
 K = 10
 N_BASE = 5000

@@ -9,11 +9,12 @@ from hypothesis import strategies as st
 
 import hypann
 from hypann.datasets.families import make_family
-from hypann.geometry._kernels import brute_knn_delta, conformal_factor, delta_to_candidates
+from hypann.geometry._kernels import conformal_factor, delta_to_candidates
 from hypann.graph import HyperbolicGraphIndex
 from hypann.graph import copies as copies_module
 from hypann.graph.copies import copy_leaders
 from hypann.metrics import recall
+from tests.conftest import brute_knn_delta
 
 pytestmark = pytest.mark.kernels  # also run under NUMBA_BOUNDSCHECK=1 (make test-boundscheck)
 

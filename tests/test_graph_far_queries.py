@@ -15,9 +15,10 @@ import pytest
 import hypann
 from hypann._runtime import read_only
 from hypann.datasets.families import far_queries, make_family
-from hypann.geometry._kernels import brute_knn_delta, conformal_factor, delta_row
+from hypann.geometry._kernels import conformal_factor, delta_row
 from hypann.graph import HyperbolicGraphIndex, knn_graph
 from hypann.graph.partition_tree import build_tree, upper_pivots
+from tests.conftest import brute_knn_delta
 
 pytestmark = pytest.mark.kernels  # also run under NUMBA_BOUNDSCHECK=1 (make test)
 

@@ -7,10 +7,11 @@ import pytest
 
 import hypann
 from hypann.datasets.families import make_family
-from hypann.geometry._kernels import brute_knn_delta, conformal_factor, delta_row
+from hypann.geometry._kernels import conformal_factor, delta_row
 from hypann.geometry.models import poincare_to_lorentz
 from hypann.geometry.poincare import dist_from_delta
 from hypann.graph import HyperbolicGraphIndex, knn_graph
+from tests.conftest import brute_knn_delta
 
 pytestmark = pytest.mark.kernels  # also run under NUMBA_BOUNDSCHECK=1 (make test)
 

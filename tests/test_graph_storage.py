@@ -7,9 +7,9 @@ import pytest
 
 import hypann
 from hypann import io as hio
-from hypann.geometry._kernels import brute_knn_delta, conformal_factor, delta_to_candidates
+from hypann.geometry._kernels import conformal_factor, delta_to_candidates
 from hypann.geometry.poincare import dist_from_delta
-from tests.conftest import ball_points
+from tests.conftest import ball_points, brute_knn_delta
 
 pytestmark = pytest.mark.kernels
 

@@ -9,10 +9,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hypann.geometry._kernels import brute_knn_delta, conformal_factor, delta_to_candidates
+from hypann.geometry._kernels import conformal_factor, delta_to_candidates
 from hypann.oracles.base import EuclideanOracle
 from hypann.search.hyperbolic_kdtree import _STATE, HyperbolicKDTree, HyperbolicKDTreeOracle
-from tests.conftest import ball_points
+from tests.conftest import ball_points, brute_knn_delta
 
 # numba-kernel tests: `make test` runs them again under NUMBA_BOUNDSCHECK=1 (pytest -m kernels)
 pytestmark = pytest.mark.kernels

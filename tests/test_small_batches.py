@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 import hypann
 from hypann import _validation as V
-from hypann._runtime import SERIAL_MAX_QUERIES, VisitedMarks
+from hypann._runtime import SERIAL_MAX_QUERIES, VisitedMarks, read_only
 from hypann.geometry import _kernels
 from hypann.search.hyperbolic_kdtree import HyperbolicKDTree
 from tests.conftest import ball_points
@@ -332,6 +332,7 @@ def test_split_scan_equals_the_scan_in_row_order(n, d, k, m, n_blocks, dup, seed
     cx = _kernels.conformal_factor(X.astype(np.float64))
     Q = np.concatenate([ball_points(rng, m - 1, d), X[:1].astype(np.float64)])
     cq = _kernels.conformal_factor(Q)
+    X, cx = read_only(X), read_only(cx)  # as the library passes them: one compiled type
     want = _kernels.brute_knn_delta_serial(Q, cq, X, cx, k)
     got = _kernels.brute_knn_delta_split(Q, cq, X, cx, k, n_blocks)
     np.testing.assert_array_equal(got[0], want[0])

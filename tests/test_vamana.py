@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 
 from hypann.datasets.synthetic import hierarchical_tree
-from hypann.geometry._kernels import brute_knn_delta, conformal_factor, delta_to_candidates
+from hypann.geometry._kernels import conformal_factor, delta_to_candidates
 from hypann.graph import VamanaIndex
 from hypann.graph.vamana import _robust_prune
 from hypann.metrics import recall
-from tests.conftest import ball_points
+from tests.conftest import ball_points, brute_knn_delta
 
 # numba-kernel tests: `make test` runs them again under NUMBA_BOUNDSCHECK=1 (pytest -m kernels)
 pytestmark = pytest.mark.kernels

@@ -49,8 +49,10 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from hypann.geometry._kernels import delta_row, delta_row_below, holds
+from hypann.geometry._kernels import (delta4_below, delta4_split_below, delta_row, delta_row_below, delta_split_below,
+                                      holds)
 from hypann.geometry.gram_scan import knn_delta_scan
+from hypann.graph.partition_tree import split_sums_for
 
 __all__ = ["long_edges", "sample_size", "N_LONG"]
 
@@ -130,27 +132,51 @@ def _long_rows(points, conf, row_i, lo, sample, near, near_d, out):
         cand_d = np.empty(K + c)
         from_sample = np.empty(K + c, dtype=np.bool_)
         kept = np.empty(KEEP, dtype=np.int64)
+        row_buf = np.empty(K, dtype=np.int64)
         for t in range(ch * _CHUNK, min(m, (ch + 1) * _CHUNK)):
             _long_row(lo + t, points, conf, row_i[lo + t], sample, near[t], near_d[t], cand_i, cand_d, from_sample,
-                      kept, out[lo + t])
+                      kept, row_buf, out[lo + t])
 
 
 @nb.njit(cache=True)
-def _long_row(p, points, conf, row, sample, near, near_d, cand_i, cand_d, from_sample, kept, out):
+def _long_row(p, points, conf, row, sample, near, near_d, cand_i, cand_d, from_sample, kept, row_buf, out):
     """The long edges of point ``p`` into ``out`` (``-1`` padded).
 
     ``row``: its k-NN row; ``near``/``near_d``: its nearest sample points (positions in ``sample``) and their
     deltas. Buffers: ``cand_i``, ``cand_d``, ``from_sample`` of ``len(row) + len(near)`` entries (every candidate
-    once), ``kept`` of :data:`KEEP`.
+    once), ``kept`` of :data:`KEEP`, ``row_buf`` of ``len(row)``.
+
+    The k-NN row's deltas are four sums side by side (:func:`~hypann.geometry._kernels.delta4_below`, each
+    in :func:`~hypann.geometry._kernels.sq_dist_row`'s order: :func:`delta_row`'s bits). A candidate is
+    dominated when any kept point is nearer to it: below
+    :data:`~hypann.graph.partition_tree.SPLIT_SUMS_MIN_DIM` coordinates tested one kept point at a time in
+    ``sq_dist_row``'s order, from there on by :func:`_dominated_split`.
     """
-    m = 0
+    q = points[p]
+    cq = conf[p]
+    split = split_sums_for(q.shape[0])
+    n_row = 0
     for t in range(row.shape[0]):
         v = row[t]
         if v < 0:
             break
-        if v == p or holds(cand_i, m, v):
-            continue
-        m = _insert(cand_i, cand_d, from_sample, m, v, delta_row(points[p], conf[p], points[v], conf[v]), False)
+        if v != p and not holds(row_buf, n_row, v):
+            row_buf[n_row] = v
+            n_row += 1
+    m = 0
+    t = 0
+    while split and t + 4 <= n_row:  # below SPLIT_SUMS_MIN_DIM one at a time is as fast
+        v0, v1, v2, v3 = row_buf[t], row_buf[t + 1], row_buf[t + 2], row_buf[t + 3]
+        d0, d1, d2, d3 = delta4_below(q, cq, points[v0], conf[v0], points[v1], conf[v1], points[v2], conf[v2],
+                                      points[v3], conf[v3], np.inf)  # never abandoned: delta_row's bits
+        m = _insert(cand_i, cand_d, from_sample, m, v0, d0, False)
+        m = _insert(cand_i, cand_d, from_sample, m, v1, d1, False)
+        m = _insert(cand_i, cand_d, from_sample, m, v2, d2, False)
+        m = _insert(cand_i, cand_d, from_sample, m, v3, d3, False)
+        t += 4
+    for t in range(t, n_row):
+        v = row_buf[t]
+        m = _insert(cand_i, cand_d, from_sample, m, v, delta_row(q, cq, points[v], conf[v]), False)
     for t in range(near.shape[0]):
         s = near[t]
         if s < 0:
@@ -159,17 +185,25 @@ def _long_row(p, points, conf, row, sample, near, near_d, cand_i, cand_d, from_s
         if v == p or holds(cand_i, m, v):
             continue
         m = _insert(cand_i, cand_d, from_sample, m, v, near_d[t], True)
+    # the edges are the first kept candidates from the sample: the pruning stops when out is full, after the
+    # last candidate from the sample, or at KEEP kept candidates (the same edges as pruning all m)
+    last = m - 1
+    while last >= 0 and not from_sample[last]:
+        last -= 1
     n_kept = 0
     n_out = 0
-    for j in range(m):
+    for j in range(last + 1):
         v = cand_i[j]
-        dominated = False
-        for h in range(n_kept):
-            u = kept[h]
-            # abandoned once proved >= delta(p, v): a finite value is delta_row's bit for bit
-            if delta_row_below(points[u], conf[u], points[v], conf[v], cand_d[j]) < cand_d[j]:
-                dominated = True
-                break
+        if split:
+            dominated = _dominated_split(points, conf, kept, n_kept, v, cand_d[j])
+        else:
+            dominated = False
+            for h in range(n_kept):
+                u = kept[h]
+                # abandoned once proved >= delta(p, v): a finite value is delta_row's bit for bit
+                if delta_row_below(points[u], conf[u], points[v], conf[v], cand_d[j]) < cand_d[j]:
+                    dominated = True
+                    break
         if dominated:
             continue
         kept[n_kept] = v
@@ -177,10 +211,38 @@ def _long_row(p, points, conf, row, sample, near, near_d, cand_i, cand_d, from_s
         if from_sample[j] and n_out < out.shape[0]:
             out[n_out] = v
             n_out += 1
-        if n_kept == KEEP:
+        if n_kept == KEEP or n_out >= out.shape[0]:
             break
     for t in range(n_out, out.shape[0]):
         out[t] = -1
+
+
+@nb.njit(cache=True, inline="always")
+def _dominated_split(points, conf, kept, n_kept, v, dv):
+    """Whether one of the points ``kept[:n_kept]`` is nearer to ``v`` than ``delta(p, v) = dv``, from
+    :data:`~hypann.graph.partition_tree.SPLIT_SUMS_MIN_DIM` coordinates on.
+
+    The sums are split over four lanes, four kept points at a time
+    (:func:`~hypann.geometry._kernels.delta4_split_below`; each abandoned once a prefix proves it ``>= dv``):
+    twice as fast at 100-D as :func:`~hypann.geometry._kernels.delta_row_below` one at a time. They are
+    within a few units of the last place of ``delta_row``, so a kept point within that of ``dv`` may decide
+    either way, always the same way for the same points.
+    """
+    x = points[v]
+    cv = conf[v]
+    h = 0
+    while h + 4 <= n_kept:
+        u0, u1, u2, u3 = kept[h], kept[h + 1], kept[h + 2], kept[h + 3]
+        d0, d1, d2, d3 = delta4_split_below(x, cv, points[u0], conf[u0], points[u1], conf[u1], points[u2],
+                                            conf[u2], points[u3], conf[u3], dv)
+        if d0 < dv or d1 < dv or d2 < dv or d3 < dv:
+            return True
+        h += 4
+    for h in range(h, n_kept):
+        u = kept[h]
+        if delta_split_below(x, cv, points[u], conf[u], dv) < dv:
+            return True
+    return False
 
 
 @nb.njit(cache=True, inline="always")
