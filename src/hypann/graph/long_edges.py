@@ -155,28 +155,37 @@ def _long_row(p, points, conf, row, sample, near, near_d, cand_i, cand_d, from_s
     q = points[p]
     cq = conf[p]
     split = split_sums_for(q.shape[0])
-    n_row = 0
-    for t in range(row.shape[0]):
-        v = row[t]
-        if v < 0:
-            break
-        if v != p and not holds(row_buf, n_row, v):
-            row_buf[n_row] = v
-            n_row += 1
     m = 0
-    t = 0
-    while split and t + 4 <= n_row:  # below SPLIT_SUMS_MIN_DIM one at a time is as fast
-        v0, v1, v2, v3 = row_buf[t], row_buf[t + 1], row_buf[t + 2], row_buf[t + 3]
-        d0, d1, d2, d3 = delta4_below(q, cq, points[v0], conf[v0], points[v1], conf[v1], points[v2], conf[v2],
-                                      points[v3], conf[v3], np.inf)  # never abandoned: delta_row's bits
-        m = _insert(cand_i, cand_d, from_sample, m, v0, d0, False)
-        m = _insert(cand_i, cand_d, from_sample, m, v1, d1, False)
-        m = _insert(cand_i, cand_d, from_sample, m, v2, d2, False)
-        m = _insert(cand_i, cand_d, from_sample, m, v3, d3, False)
-        t += 4
-    for t in range(t, n_row):
-        v = row_buf[t]
-        m = _insert(cand_i, cand_d, from_sample, m, v, delta_row(q, cq, points[v], conf[v]), False)
+    if split:  # the row's deltas four at a time (below SPLIT_SUMS_MIN_DIM one at a time is as fast)
+        n_row = 0
+        for t in range(row.shape[0]):
+            v = row[t]
+            if v < 0:
+                break
+            if v != p and not holds(row_buf, n_row, v):
+                row_buf[n_row] = v
+                n_row += 1
+        t = 0
+        while t + 4 <= n_row:
+            v0, v1, v2, v3 = row_buf[t], row_buf[t + 1], row_buf[t + 2], row_buf[t + 3]
+            d0, d1, d2, d3 = delta4_below(q, cq, points[v0], conf[v0], points[v1], conf[v1], points[v2], conf[v2],
+                                          points[v3], conf[v3], np.inf)  # never abandoned: delta_row's bits
+            m = _insert(cand_i, cand_d, from_sample, m, v0, d0, False)
+            m = _insert(cand_i, cand_d, from_sample, m, v1, d1, False)
+            m = _insert(cand_i, cand_d, from_sample, m, v2, d2, False)
+            m = _insert(cand_i, cand_d, from_sample, m, v3, d3, False)
+            t += 4
+        for t in range(t, n_row):
+            v = row_buf[t]
+            m = _insert(cand_i, cand_d, from_sample, m, v, delta_row(q, cq, points[v], conf[v]), False)
+    else:
+        for t in range(row.shape[0]):
+            v = row[t]
+            if v < 0:
+                break
+            if v == p or holds(cand_i, m, v):
+                continue
+            m = _insert(cand_i, cand_d, from_sample, m, v, delta_row(q, cq, points[v], conf[v]), False)
     for t in range(near.shape[0]):
         s = near[t]
         if s < 0:
