@@ -146,11 +146,11 @@ def _long_row(p, points, conf, row, sample, near, near_d, cand_i, cand_d, from_s
     deltas. Buffers: ``cand_i``, ``cand_d``, ``from_sample`` of ``len(row) + len(near)`` entries (every candidate
     once), ``kept`` of :data:`KEEP`, ``row_buf`` of ``len(row)``.
 
-    The k-NN row's deltas are four sums side by side (:func:`~hypann.geometry._kernels.delta4_below`, each
-    in :func:`~hypann.geometry._kernels.sq_dist_row`'s order: :func:`delta_row`'s bits). A candidate is
-    dominated when any kept point is nearer to it: below
-    :data:`~hypann.graph.partition_tree.SPLIT_SUMS_MIN_DIM` coordinates tested one kept point at a time in
-    ``sq_dist_row``'s order, from there on by :func:`_dominated_split`.
+    A candidate is dominated when a kept point is nearer to it. Below
+    :data:`~hypann.graph.partition_tree.SPLIT_SUMS_MIN_DIM` coordinates every delta is summed one at a time
+    in :func:`~hypann.geometry._kernels.sq_dist_row`'s order. From there on the k-NN row's deltas are four
+    such sums side by side (:func:`~hypann.geometry._kernels.delta4_below`: :func:`delta_row`'s bits), and
+    candidates are tested by :func:`_dominated_split`. Four at a time is no faster at 10-D.
     """
     q = points[p]
     cq = conf[p]
