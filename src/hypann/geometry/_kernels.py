@@ -520,6 +520,32 @@ def sq_dist_pair_split(q, a, b):
     return _sq_dist_rest(q, a, sums[0], whole), _sq_dist_rest(q, b, sums[1], whole)
 
 
+@nb.njit(cache=True, inline="always")
+def deltas_to_rows(q, cq, points, conf, ids, split, out):
+    """``out[t] = |q - x|^2 / (c_q c_x)`` of ``x = points[ids[t]]`` for every ``t < len(ids)``, eight rows
+    side by side, then one by one (the same bits either way).
+
+    ``split``: each sum split over four lanes (:func:`sq_dist8`, :func:`sq_dist_split`; NN-descent's keys).
+    Otherwise in coordinate order (:func:`sq_dist8`, :func:`sq_dist_row`): :func:`delta_row`'s bits
+    (``(q_j - x_j)^2 = (x_j - q_j)^2`` exactly, and ``c_q c_x = c_x c_q``), without waiting on one chain of
+    additions at a time. NN-descent's rows and candidates, the graph's reverse edges, the long edges' k-NN
+    rows.
+    """
+    m = ids.shape[0]
+    t = 0
+    while t + 8 <= m:
+        rows = (points[ids[t]], points[ids[t + 1]], points[ids[t + 2]], points[ids[t + 3]], points[ids[t + 4]],
+                points[ids[t + 5]], points[ids[t + 6]], points[ids[t + 7]])
+        sums = sq_dist8(q, rows, split)
+        for r in range(8):
+            out[t + r] = sums[r] / (cq * conf[ids[t + r]])
+        t += 8
+    for r in range(t, m):
+        v = ids[r]
+        x = points[v]
+        out[r] = (sq_dist_split(q, x) if split else sq_dist_row(q, x)) / (cq * conf[v])
+
+
 #: Dimension from which a scan screens each row with :func:`delta_lanes_below` (shorter rows: the
 #: sequential sum is as fast and needs no second pass).
 LANES_MIN_DIM = 16

@@ -261,9 +261,9 @@ from hypann._runtime import (
 from hypann._validation import (check_positive_int, check_query_coordinates, check_real, check_stored_points,
                                 check_stored_queries, state_flag)
 from hypann.geometry._kernels import (delta4_below, delta4_split_below, delta_row, delta_row_below, delta_split_below,
-                                      few_lorentz_points, few_points_conformal, gather_points_in_place,
+                                      deltas_to_rows, few_lorentz_points, few_points_conformal, gather_points_in_place,
                                       gather_rows_in_place, holds, insert_sorted, inverse_permutation, one_query_start,
-                                      sq_dist8, sq_dist_row, sq_dist_split)
+                                      sq_dist8)
 from hypann.geometry.gram_scan import knn_delta_scan
 from hypann.graph.copies import copy_leaders
 from hypann.graph.long_edges import long_edges
@@ -441,45 +441,19 @@ def _leaf_mates(p, leaf_ranges, orders, max_members, seed, seen, tag, cand):
     return m
 
 
-@nb.njit(cache=True, inline="always")
-def _deltas(q, cq, points, conf, ids, split, out):
-    """``out[t] = |q - x|^2 / (c_q c_x)`` of ``x = points[ids[t]]`` for every ``t < len(ids)``, eight rows
-    side by side, then one by one (the same bits either way).
-
-    ``split``: each sum split over four lanes (:func:`~hypann.geometry._kernels.sq_dist8`,
-    :func:`~hypann.geometry._kernels.sq_dist_split`; NN-descent's keys). Otherwise in coordinate order
-    (:func:`~hypann.geometry._kernels.sq_dist8`, :func:`sq_dist_row`): :func:`delta_row`'s
-    bits (``(q_j - x_j)^2 = (x_j - q_j)^2`` exactly, and ``c_q c_x = c_x c_q``), without waiting on one
-    chain of additions at a time.
-    """
-    m = ids.shape[0]
-    t = 0
-    while t + 8 <= m:
-        rows = (points[ids[t]], points[ids[t + 1]], points[ids[t + 2]], points[ids[t + 3]], points[ids[t + 4]],
-                points[ids[t + 5]], points[ids[t + 6]], points[ids[t + 7]])
-        sums = sq_dist8(q, rows, split)
-        for r in range(8):
-            out[t + r] = sums[r] / (cq * conf[ids[t + r]])
-        t += 8
-    for r in range(t, m):
-        v = ids[r]
-        x = points[v]
-        out[r] = (sq_dist_split(q, x) if split else sq_dist_row(q, x)) / (cq * conf[v])
-
-
 @nb.njit(cache=True)
 def _init_row(p, points, conf, leaf_ranges, orders, max_members, seed, row_d, row_i, row_f, seen, tag, cand,
               cand_d):
     """Fill the k-NN row of ``p`` from its leaf mates in every tree (:func:`_leaf_mates`, into
     ``cand``), then random points. From :data:`REFINE_BATCH_MIN_DIM` dimensions the leaf mates are
     offered with split deltas (:func:`_offer_batched`); in fewer, their deltas in coordinate order
-    are computed first (:func:`_deltas`, into ``cand_d``, as long as ``cand``) and offered one at a
+    are computed first (:func:`deltas_to_rows`, into ``cand_d``, as long as ``cand``) and offered one at a
     time."""
     m = _leaf_mates(p, leaf_ranges, orders, max_members, seed, seen, tag, cand)
     if points.shape[1] >= REFINE_BATCH_MIN_DIM:
         _offer_batched(points[p], conf[p], points, conf, cand, m, row_d, row_i, row_f, cand_d)
     else:
-        _deltas(points[p], conf[p], points, conf, cand[:m], False, cand_d)
+        deltas_to_rows(points[p], conf[p], points, conf, cand[:m], False, cand_d)
         for s in range(m):
             _row_insert(row_d, row_i, row_f, _row_key(cand_d[s]), cand[s])
     _fill_row_at_random(p, points, conf, seed, row_d, row_i, row_f, seen, tag)
@@ -733,7 +707,7 @@ def _pull_candidates(p, new_i, old_i, seen, tag, cand):
 def _refine_row_batched(p, points, conf, new_i, old_i, row_d, row_i, row_f, seen, tag, cand, cand_d):
     """:func:`_refine_row` with the candidates gathered first (:func:`_pull_candidates`), then offered
     in that order (:func:`_offer_batched`), their deltas computed first. The deltas are split sums
-    (:func:`_deltas` with ``split``), which may differ from :func:`_refine_row`'s in the last bits, so a
+    (:func:`deltas_to_rows` with ``split``), which may differ from :func:`_refine_row`'s in the last bits, so a
     float64 value next to a float32 key boundary can get the other key. Faster from
     :data:`REFINE_BATCH_MIN_DIM` dimensions on; in fewer, one sum at a time wins (its early stop is
     tested at every coordinate).
@@ -746,13 +720,13 @@ def _refine_row_batched(p, points, conf, new_i, old_i, row_d, row_i, row_f, seen
 def _offer_batched(q, cq, points, conf, cand, m, row_d, row_i, row_f, cand_d):
     """Offer the points ``cand[:m]`` to the row of the point ``q`` (conformal factor ``cq``), in that order.
 
-    Their split deltas are computed first, all of them and in full (:func:`_deltas`, into ``cand_d``,
+    Their split deltas are computed first, all of them and in full (:func:`deltas_to_rows`, into ``cand_d``,
     as long as ``cand``), then offered one by one. Stopping each sum once it is proved above the
     row's worst key would save arithmetic, but in a one-off timing of a 100-D round the eight full
     split sums side by side were faster than with the tests, although the tests stopped most sums.
     Returns the number of insertions.
     """
-    _deltas(q, cq, points, conf, cand[:m], True, cand_d)
+    deltas_to_rows(q, cq, points, conf, cand[:m], True, cand_d)
     changed = 0
     for s in range(m):
         changed += _offer_to_row(cand_d[s], cand[s], row_d, row_i, row_f)
@@ -975,7 +949,7 @@ def _search_row(p, points, conf, row_i, rev_start, rev_stop, src, first_i, max_c
 
     ``src[rev_start:rev_stop]`` are the points whose rows hold ``p``. ``scratch``:
     float64, at least ``max(K, _REVERSE_BATCH)`` entries (the deltas of
-    :func:`_deltas` before they are sorted in).
+    :func:`deltas_to_rows` before they are sorted in).
     """
     K = row_i.shape[1]
     D = out.shape[0]
@@ -990,14 +964,14 @@ def _search_row(p, points, conf, row_i, rev_start, rev_stop, src, first_i, max_c
     nf = 0
     while nf < K and row_i[p, nf] >= 0:
         nf += 1
-    _deltas(points[p], conf[p], points, conf, row_i[p, :nf], False, scratch)
+    deltas_to_rows(points[p], conf[p], points, conf, row_i[p, :nf], False, scratch)
     for j in range(nf):
         # the list grows by one: insert into its first j + 1 slots (the last one is free)
         insert_sorted(fwd_d[:j + 1], fwd_i[:j + 1], scratch[j], row_i[p, j])
     # the D nearest reverse neighbours (ties: smaller p first)
     for first in range(rev_start, rev_stop, _REVERSE_BATCH):
         last = min(first + _REVERSE_BATCH, rev_stop)
-        _deltas(points[p], conf[p], points, conf, src[first:last], False, scratch)
+        deltas_to_rows(points[p], conf[p], points, conf, src[first:last], False, scratch)
         for s in range(first, last):
             d = scratch[s - first]
             if d < rev_d[D - 1]:
@@ -1407,9 +1381,9 @@ def _exact_front(q, cq, points, conf, groups, k, ef, lst_d, lst_i):
     has. The reported entries are the first nodes of the list (its first ``ef``; ``-1`` ends it) up to ``k``
     rows, a node counting with its copies (``groups``, :attr:`HyperbolicGraphIndex.copy_groups_`, as
     :func:`_search_range` reports them); they stay the reported nodes in any order. Their sums run eight
-    rows side by side, each in :func:`sq_dist_row`'s order (:func:`~hypann.geometry._kernels.sq_dist8`; a
-    last group short of eight repeats its last row). A function of its own (not inlined), called once a
-    query.
+    rows side by side, each in :func:`~hypann.geometry._kernels.sq_dist_row`'s order
+    (:func:`~hypann.geometry._kernels.sq_dist8`; a last group short of eight repeats its last row). A
+    function of its own (not inlined), called once a query.
     """
     n = points.shape[0]
     grouped = groups.shape[0] > 0

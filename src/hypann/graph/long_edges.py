@@ -49,8 +49,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from hypann.geometry._kernels import (delta4_below, delta4_split_below, delta_row, delta_row_below, delta_split_below,
-                                      holds)
+from hypann.geometry._kernels import delta4_split_below, delta_row_below, delta_split_below, deltas_to_rows, holds
 from hypann.geometry.gram_scan import knn_delta_scan
 from hypann.graph.partition_tree import split_sums_for
 
@@ -133,59 +132,41 @@ def _long_rows(points, conf, row_i, lo, sample, near, near_d, out):
         from_sample = np.empty(K + c, dtype=np.bool_)
         kept = np.empty(KEEP, dtype=np.int64)
         row_buf = np.empty(K, dtype=np.int64)
+        row_d = np.empty(K)
         for t in range(ch * _CHUNK, min(m, (ch + 1) * _CHUNK)):
             _long_row(lo + t, points, conf, row_i[lo + t], sample, near[t], near_d[t], cand_i, cand_d, from_sample,
-                      kept, row_buf, out[lo + t])
+                      kept, row_buf, row_d, out[lo + t])
 
 
 @nb.njit(cache=True)
-def _long_row(p, points, conf, row, sample, near, near_d, cand_i, cand_d, from_sample, kept, row_buf, out):
+def _long_row(p, points, conf, row, sample, near, near_d, cand_i, cand_d, from_sample, kept, row_buf, row_d, out):
     """The long edges of point ``p`` into ``out`` (``-1`` padded).
 
     ``row``: its k-NN row; ``near``/``near_d``: its nearest sample points (positions in ``sample``) and their
     deltas. Buffers: ``cand_i``, ``cand_d``, ``from_sample`` of ``len(row) + len(near)`` entries (every candidate
-    once), ``kept`` of :data:`KEEP`, ``row_buf`` of ``len(row)``.
+    once), ``kept`` of :data:`KEEP`, ``row_buf`` and ``row_d`` of ``len(row)``.
 
-    A candidate is dominated when a kept point is nearer to it. Below
-    :data:`~hypann.graph.partition_tree.SPLIT_SUMS_MIN_DIM` coordinates every delta is summed one at a time
-    in :func:`~hypann.geometry._kernels.sq_dist_row`'s order. From there on the k-NN row's deltas are four
-    such sums side by side (:func:`~hypann.geometry._kernels.delta4_below`: :func:`delta_row`'s bits), and
-    candidates are tested by :func:`_dominated_split`. Four at a time is no faster at 10-D.
+    The k-NN row's deltas are eight sums side by side (:func:`~hypann.geometry._kernels.deltas_to_rows`:
+    :func:`delta_row`'s bits). A candidate is dominated when a kept point is nearer to it: below
+    :data:`~hypann.graph.partition_tree.SPLIT_SUMS_MIN_DIM` coordinates tested one kept point at a time in
+    :func:`~hypann.geometry._kernels.sq_dist_row`'s order, from there on by :func:`_dominated_split` (four at
+    a time is no faster at 10-D).
     """
     q = points[p]
     cq = conf[p]
     split = split_sums_for(q.shape[0])
     m = 0
-    if split:  # the row's deltas four at a time (below SPLIT_SUMS_MIN_DIM one at a time is as fast)
-        n_row = 0
-        for t in range(row.shape[0]):
-            v = row[t]
-            if v < 0:
-                break
-            if v != p and not holds(row_buf, n_row, v):
-                row_buf[n_row] = v
-                n_row += 1
-        t = 0
-        while t + 4 <= n_row:
-            v0, v1, v2, v3 = row_buf[t], row_buf[t + 1], row_buf[t + 2], row_buf[t + 3]
-            d0, d1, d2, d3 = delta4_below(q, cq, points[v0], conf[v0], points[v1], conf[v1], points[v2], conf[v2],
-                                          points[v3], conf[v3], np.inf)  # never abandoned: delta_row's bits
-            m = _insert(cand_i, cand_d, from_sample, m, v0, d0, False)
-            m = _insert(cand_i, cand_d, from_sample, m, v1, d1, False)
-            m = _insert(cand_i, cand_d, from_sample, m, v2, d2, False)
-            m = _insert(cand_i, cand_d, from_sample, m, v3, d3, False)
-            t += 4
-        for t in range(t, n_row):
-            v = row_buf[t]
-            m = _insert(cand_i, cand_d, from_sample, m, v, delta_row(q, cq, points[v], conf[v]), False)
-    else:
-        for t in range(row.shape[0]):
-            v = row[t]
-            if v < 0:
-                break
-            if v == p or holds(cand_i, m, v):
-                continue
-            m = _insert(cand_i, cand_d, from_sample, m, v, delta_row(q, cq, points[v], conf[v]), False)
+    n_row = 0
+    for t in range(row.shape[0]):
+        v = row[t]
+        if v < 0:
+            break
+        if v != p and not holds(row_buf, n_row, v):
+            row_buf[n_row] = v
+            n_row += 1
+    deltas_to_rows(q, cq, points, conf, row_buf[:n_row], False, row_d)  # eight side by side: delta_row's bits
+    for t in range(n_row):
+        m = _insert(cand_i, cand_d, from_sample, m, row_buf[t], row_d[t], False)
     for t in range(near.shape[0]):
         s = near[t]
         if s < 0:
