@@ -611,3 +611,50 @@ def test_candidate_lists_do_not_depend_on_the_blocks(mixture):
     new_i, old_i, f = out[0]
     assert np.all((new_i >= 0).sum(axis=1) <= 6) and np.any(new_i[:, -1] >= 0)  # some lists were sampled down
     assert np.array_equal(f, flags & ~np.array([[q in new_i[p] for q in rows[p]] for p in range(len(rows))]))
+
+
+def _candidate_lists_by_hand(rows, flags, C, base):
+    """Plain-Python candidate lists: of each point's forward and reverse entries of a flag, each id
+    once, the C with the smallest pair priority, ascending (-1 padded)."""
+    n = len(rows)
+    offers = [[set(), set()] for _ in range(n)]
+    for p in range(n):
+        for j, q in enumerate(rows[p]):
+            if q < 0:
+                break
+            side = 0 if flags[p, j] else 1
+            offers[p][side].add(int(q))
+            offers[q][side].add(p)
+    lists = []
+    for side in range(2):
+        out = np.full((n, C), -1, dtype=rows.dtype)
+        for p in range(n):
+            chosen = sorted(offers[p][side], key=lambda q: int(knn_graph._pair_priority(base, p, q)))[:C]
+            out[p, :len(chosen)] = chosen
+        lists.append(out)
+    return lists
+
+
+@pytest.mark.parametrize("blocks", [1, 2, 7])
+def test_candidate_lists_are_the_smallest_priorities(blocks):
+    # hubs with more offers than RANKED_OFFERS (kept by insertion), short rows (-1 ends), an id in both a
+    # point's row and its reverse entries (counted once), and lists sampled down to C
+    rng = np.random.default_rng(5)
+    n, K, C = 400, 8, 5
+    rows = np.full((n, K), -1, dtype=np.int32)
+    for p in range(n):
+        length = int(rng.integers(1, K + 1))
+        hubs = [h for h in (0, 1) if h != p and p % 3][:length]  # points 0 and 1 are in most rows
+        picks = rng.choice(np.setdiff1d(np.arange(n), [p, 0, 1]), length - len(hubs), replace=False)
+        rows[p, :length] = np.concatenate([hubs, picks])  # rows hold each id once, as NN-descent's do
+    rows[0, :K] = np.arange(1, K + 1)  # 0 and 1 link each other (an entry met from both sides)
+    flags = rng.random((n, K)) < 0.5
+    base = knn_graph._round_base(9, 1)
+    assert (rows == 0).sum() > knn_graph.RANKED_OFFERS
+    f = flags.copy()
+    new_i, old_i = knn_graph._candidates(rows, f, C, base, blocks)
+    want_new, want_old = _candidate_lists_by_hand(rows, flags, C, base)
+    np.testing.assert_array_equal(new_i, want_new)
+    np.testing.assert_array_equal(old_i, want_old)
+    in_new = np.array([[q >= 0 and q in new_i[p] for q in rows[p]] for p in range(n)])
+    assert np.array_equal(f, flags & ~in_new)  # forward entries taken into new lists are flagged old

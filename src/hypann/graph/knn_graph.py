@@ -355,21 +355,23 @@ _NO_UPPER.setflags(write=False)
 
 # --------------------------------------------------------------------------- k-NN rows
 #
-# Memory of the build (n points, K = n_neighbors, C = max_candidates, D = max_degree; ids are
-# int32 below 2^31 points, see forest_index_dtype): the NN-descent rows hold ids (4K B/pt),
-# float32 keys of delta (4K) and new flags (K); the candidate lists of a round 2 C ids (8C; their
-# sampling priorities are recomputed from a hash, never stored); the partition trees that seed
-# the rows (12 n_trees B/pt) are freed before the rounds and rebuilt (same seeds) only when the
-# graph needs bridges, unless they are small beside the points (KEEP_TREES_UP_TO): then they are
-# kept through the rounds. The search graph is assembled from the ids alone (deltas recomputed in
-# float64), so the rows' keys are freed first. The entry-point tree (its leaf order, 8 B/pt, and
-# a node per leaf_size/2 points at most) is part of the final index and lives through the rounds;
-# the build in leaf order adds an inverse permutation (8 B/pt) at the end, and a reordered copy
-# of the points only when the caller's arrays may not be reordered in place. Finding exact copies
-# (builds that keep the leaf order) takes 24 B/pt for a moment (hashes, their order, the leaders);
-# with copies, their arrangement adds 8-16 B/pt until the graph is built. The long edges add 4 ids a point
-# (with the bridges, the edges put first in the rows) and, for 2^15 points at a time, their 32 nearest
-# sample points (ids and deltas, 512 B/pt: 16 MB), after the rows' keys are freed.
+# Memory of the build (n points, K = n_neighbors, C = max_candidates, D = max_degree; ids are int32
+# below 2^31 points, see forest_index_dtype): the NN-descent rows hold ids (4K B/pt), float32 keys
+# of delta (4K) and new flags (K); the candidate lists of a round 2 C ids (8C; their sampling
+# priorities are recomputed from a hash, never stored), chosen from reverse entries gathered for
+# half the points at a time (CANDIDATE_BLOCKS; for a moment 2K B/pt with int32 ids and 16 B/pt of
+# offsets); the partition trees that seed the rows (12 n_trees B/pt) are freed before the rounds and
+# rebuilt (same seeds) only when the graph needs bridges, unless they are small beside the points
+# (KEEP_TREES_UP_TO): then they are kept through the rounds. The search graph is assembled from the
+# ids alone (deltas recomputed in float64), so the rows' keys are freed first. The entry-point tree
+# (its leaf order, 8 B/pt, and a node per leaf_size/2 points at most) is part of the final index and
+# lives through the rounds; the build in leaf order adds an inverse permutation (8 B/pt) at the end,
+# and a reordered copy of the points only when the caller's arrays may not be reordered in place.
+# Finding exact copies (builds that keep the leaf order) takes 24 B/pt for a moment (hashes, their
+# order, the leaders); with copies, their arrangement adds 8-16 B/pt until the graph is built. The
+# long edges add 4 ids a point (with the bridges, the edges put first in the rows) and, for 2^15
+# points at a time, their 32 nearest sample points (ids and deltas, 512 B/pt: 16 MB), after the
+# rows' keys are freed.
 
 # Largest float32: the keys of the rows are float32(min(delta, this)), never inf.
 _KEY_MAX = float(np.finfo(np.float32).max)
@@ -530,28 +532,124 @@ def _round_base(seed, rnd):
     return np.uint64(mix_seed(np.uint64(seed), 0xCA9D, rnd))
 
 
-@nb.njit(cache=True, inline="always")
-def _offer_candidate(ids, owner, ident, base):
-    """Keep in ``ids`` (``-1`` padded) the candidates of ``owner`` with the smallest pair priority.
+#: Offers to one candidate list (its forward and reverse entries of one flag) up to which
+#: :func:`_smallest_priorities` ranks them all at once; a longer list (a hub's reverse entries) is
+#: kept by insertion (:func:`_insert_by_priority`).
+RANKED_OFFERS = 64
+#: Blocks of points whose reverse entries :func:`_candidates` gathers at a time (each block scans
+#: all rows twice; its reverse lists take about ``n K / CANDIDATE_BLOCKS`` ids).
+CANDIDATE_BLOCKS = 2
 
-    The list is ordered by :func:`_pair_priority` ``(owner, id)``, recomputed
-    when compared (no keys are stored); ``ident`` already listed is ignored.
-    """
+
+@nb.njit(cache=True, inline="always")
+def _insert_by_priority(ids, keys, filled, key, ident):
+    """Keep in ``ids[:filled]`` (priorities ``keys``, ascending) the ``len(ids)`` smallest priorities
+    offered, each id once; returns the new number of entries."""
     C = ids.shape[0]
-    key = _pair_priority(base, owner, ident)
-    last = ids[C - 1]
-    if last >= 0 and key >= _pair_priority(base, owner, last):
-        return
-    for t in range(C):
+    if filled == C and key >= keys[C - 1]:
+        return filled
+    for t in range(filled):
         if ids[t] == ident:
-            return
-        if ids[t] < 0:
-            break
-    pos = C - 1
-    while pos > 0 and (ids[pos - 1] < 0 or _pair_priority(base, owner, ids[pos - 1]) > key):
+            return filled
+    pos = filled if filled < C else C - 1
+    while pos > 0 and keys[pos - 1] > key:
         ids[pos] = ids[pos - 1]
+        keys[pos] = keys[pos - 1]
         pos -= 1
     ids[pos] = ident
+    keys[pos] = key
+    return filled + 1 if filled < C else C
+
+
+@nb.njit(cache=True, inline="always")
+def _smallest_priorities(p, row_i, row_f, flag, src, a, b, base, out, buf_i, buf_k, keys):
+    """One candidate list of ``p`` into ``out`` (``-1`` padded): of the entries of row ``p`` flagged
+    ``flag`` and the reverse entries ``src[a:b]`` (points whose rows hold ``p`` with that flag), each
+    id once, the ``len(out)`` with the smallest :func:`_pair_priority`, ascending.
+
+    Up to :data:`RANKED_OFFERS` offers (``buf_i``, ``buf_k`` hold that many), their priorities are
+    computed once and each one's rank is the number of smaller ones (distinct ids have distinct
+    priorities, an id in both parts the same one: dropped from the reverse part first); longer lists
+    go through :func:`_insert_by_priority` (``keys``: ``len(out)`` priorities).
+    """
+    K = row_i.shape[1]
+    C = out.shape[0]
+    nf = 0
+    for j in range(K):
+        q = row_i[p, j]
+        if q < 0:
+            break
+        if row_f[p, j] == flag:
+            nf += 1
+    if nf + (b - a) <= RANKED_OFFERS:
+        m = 0
+        for j in range(K):
+            q = row_i[p, j]
+            if q < 0:
+                break
+            if row_f[p, j] == flag:
+                buf_i[m] = q
+                buf_k[m] = _pair_priority(base, p, q)
+                m += 1
+        for s in range(a, b):
+            q = src[s]
+            key = _pair_priority(base, p, q)
+            repeated = 0
+            for j in range(nf):
+                repeated += buf_k[j] == key
+            if repeated == 0:
+                buf_i[m] = q
+                buf_k[m] = key
+                m += 1
+        for i in range(m):
+            key = buf_k[i]
+            rank = 0
+            for j in range(m):
+                rank += buf_k[j] < key
+            if rank < C:
+                out[rank] = buf_i[i]
+    else:
+        filled = 0
+        for j in range(K):
+            q = row_i[p, j]
+            if q < 0:
+                break
+            if row_f[p, j] == flag:
+                filled = _insert_by_priority(out, keys, filled, _pair_priority(base, p, q), q)
+        for s in range(a, b):
+            q = src[s]
+            filled = _insert_by_priority(out, keys, filled, _pair_priority(base, p, q), q)
+
+
+@nb.njit(cache=True)
+def _flagged_reverse_lists(row_i, row_f, lo, hi):
+    """Reverse entries into the points ``lo <= v < hi`` by flag, compressed: ``src[start[2 (v-lo)]:
+    start[2 (v-lo) + 1]]`` are the ``p`` whose row holds ``v`` flagged new, the next range those
+    holding it flagged old (increasing ``p``; ids of ``row_i``'s type)."""
+    n, K = row_i.shape
+    m = hi - lo
+    start = np.zeros(2 * m + 1, dtype=np.int64)
+    for p in range(n):
+        for j in range(K):
+            v = row_i[p, j]
+            if v < 0:
+                break
+            if lo <= v < hi:
+                start[2 * (v - lo) + (1 if row_f[p, j] else 2)] += 1
+    for s in range(2 * m):
+        start[s + 1] += start[s]
+    src = np.empty(start[2 * m], dtype=row_i.dtype)
+    fill = start[:2 * m].copy()
+    for p in range(n):
+        for j in range(K):
+            v = row_i[p, j]
+            if v < 0:
+                break
+            if lo <= v < hi:
+                slot = 2 * (v - lo) + (0 if row_f[p, j] else 1)
+                src[fill[slot]] = p
+                fill[slot] += 1
+    return start, src
 
 
 @nb.njit(cache=True, parallel=True)
@@ -563,41 +661,38 @@ def _candidates(row_i, row_f, C, base, n_blocks):
     the same for entries not new. When more than ``C`` qualify, the ``C``
     with the smallest priority ``h(base, {p, q})`` are kept (a random
     sample; ``base`` is :func:`_round_base` of the seed and the round; the
-    hash is symmetric, so a pair met from both sides has one priority).
-    Forward entries that made it into ``new`` are flagged old. Ids have the
-    type of ``row_i``: ``(n, C)`` each, nothing else is stored.
+    hash is symmetric, so a pair met from both sides has one priority), in
+    ascending priority. Forward entries that made it into ``new`` are
+    flagged old. Ids have the type of ``row_i``: ``(n, C)`` each.
 
-    The lists are split into ``n_blocks`` blocks of points filled in
-    parallel: each block scans all rows in point order and makes only the
-    offers to its own lists, so every list receives the same offers in the
-    same order as in one serial scan, whatever ``n_blocks`` and the threads.
+    The reverse entries are gathered for ``n_blocks`` blocks of points in
+    turn (:func:`_flagged_reverse_lists`); then each point's two lists are
+    chosen from its offers at once (:func:`_smallest_priorities`), in
+    parallel chunks. A list is a function of its offers only, so the lists
+    do not depend on ``n_blocks`` or the threads. (Until the thirty-eighth
+    session each offer was inserted into its list as the rows were scanned,
+    its rank found by recomputed hashes: the same lists, about 1.5x slower
+    on one thread.)
     """
     n, K = row_i.shape
     new_i = np.full((n, C), -1, dtype=row_i.dtype)
     old_i = np.full((n, C), -1, dtype=row_i.dtype)
-    step = (n + n_blocks - 1) // n_blocks
-    for blk in nb.prange(n_blocks):
-        lo = blk * step
+    step = max(1, (n + n_blocks - 1) // n_blocks)
+    for lo in range(0, n, step):
         hi = min(n, lo + step)
-        for p in range(n):
-            mine = lo <= p < hi
-            for j in range(K):
-                q = row_i[p, j]
-                if q < 0:
-                    break
-                theirs = lo <= q < hi
-                if not (mine or theirs):
-                    continue
-                if row_f[p, j]:
-                    if mine:
-                        _offer_candidate(new_i[p], p, q, base)
-                    if theirs:
-                        _offer_candidate(new_i[q], q, p, base)
-                else:
-                    if mine:
-                        _offer_candidate(old_i[p], p, q, base)
-                    if theirs:
-                        _offer_candidate(old_i[q], q, p, base)
+        start, src = _flagged_reverse_lists(row_i, row_f, lo, hi)
+        n_chunks = (hi - lo + _CHUNK - 1) // _CHUNK
+        for ch in nb.prange(n_chunks):
+            buf_i = np.empty(RANKED_OFFERS, dtype=row_i.dtype)
+            buf_k = np.empty(RANKED_OFFERS, dtype=np.uint64)
+            keys = np.empty(C, dtype=np.uint64)
+            for p in range(lo + ch * _CHUNK, min(hi, lo + (ch + 1) * _CHUNK)):
+                s0 = 2 * (p - lo)
+                _smallest_priorities(p, row_i, row_f, True, src, start[s0], start[s0 + 1], base, new_i[p],
+                                     buf_i, buf_k, keys)
+                _smallest_priorities(p, row_i, row_f, False, src, start[s0 + 1], start[s0 + 2], base, old_i[p],
+                                     buf_i, buf_k, keys)
+    # the flags change only now: every block's reverse lists were gathered with the round's flags
     for p in nb.prange(n):
         for j in range(K):
             q = row_i[p, j]
@@ -819,7 +914,7 @@ def nn_descent(points, conf, K, *, n_trees, leaf_size, max_candidates, max_round
     release_freed_heap()
     progress.advance(stage="initial graph")
     for rnd in range(max_rounds):
-        new_i, old_i = _candidates(row_i, row_f, max_candidates, _round_base(seed, rnd), nb.get_num_threads())
+        new_i, old_i = _candidates(row_i, row_f, max_candidates, _round_base(seed, rnd), CANDIDATE_BLOCKS)
         changed = _refine(points, conf, new_i, old_i, row_d, row_i, row_f, visit, _thread_marks(n, dtype))
         del new_i, old_i
         logger.debug("nn-descent round %d: %d changes", rnd, changed)
