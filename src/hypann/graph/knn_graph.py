@@ -567,10 +567,11 @@ def _smallest_priorities(p, row_i, row_f, flag, src, a, b, base, out, buf_i, buf
     ``flag`` and the reverse entries ``src[a:b]`` (points whose rows hold ``p`` with that flag), each
     id once, the ``len(out)`` with the smallest :func:`_pair_priority`, ascending.
 
-    Up to :data:`RANKED_OFFERS` offers (``buf_i``, ``buf_k`` hold that many), their priorities are
-    computed once and each one's rank is the number of smaller ones (distinct ids have distinct
-    priorities, an id in both parts the same one: dropped from the reverse part first); longer lists
-    go through :func:`_insert_by_priority` (``keys``: ``len(out)`` priorities).
+    The row's entries and their priorities go to ``buf_i``, ``buf_k`` (``max(RANKED_OFFERS, K)``
+    long) first. Up to :data:`RANKED_OFFERS` offers in all, the reverse entries join them and each
+    offer's rank is the number of smaller priorities (distinct ids have distinct priorities, an id in
+    both parts the same one: dropped from the reverse part); longer lists go through
+    :func:`_insert_by_priority` (``keys``: ``len(out)`` priorities).
     """
     K = row_i.shape[1]
     C = out.shape[0]
@@ -580,17 +581,11 @@ def _smallest_priorities(p, row_i, row_f, flag, src, a, b, base, out, buf_i, buf
         if q < 0:
             break
         if row_f[p, j] == flag:
+            buf_i[nf] = q
+            buf_k[nf] = _pair_priority(base, p, q)
             nf += 1
     if nf + (b - a) <= RANKED_OFFERS:
-        m = 0
-        for j in range(K):
-            q = row_i[p, j]
-            if q < 0:
-                break
-            if row_f[p, j] == flag:
-                buf_i[m] = q
-                buf_k[m] = _pair_priority(base, p, q)
-                m += 1
+        m = nf
         for s in range(a, b):
             q = src[s]
             key = _pair_priority(base, p, q)
@@ -610,45 +605,55 @@ def _smallest_priorities(p, row_i, row_f, flag, src, a, b, base, out, buf_i, buf
                 out[rank] = buf_i[i]
     else:
         filled = 0
-        for j in range(K):
-            q = row_i[p, j]
-            if q < 0:
-                break
-            if row_f[p, j] == flag:
-                filled = _insert_by_priority(out, keys, filled, _pair_priority(base, p, q), q)
+        for j in range(nf):
+            filled = _insert_by_priority(out, keys, filled, buf_k[j], buf_i[j])
         for s in range(a, b):
             q = src[s]
             filled = _insert_by_priority(out, keys, filled, _pair_priority(base, p, q), q)
 
 
+@nb.njit(cache=True, inline="always")
+def _reverse_slot(t, row_f, p, j):
+    """Range of :func:`_reverse_lists` that row ``p``'s entry ``j`` (the block's ``t``-th target) goes to."""
+    if row_f is None:
+        return t
+    return 2 * t + (0 if row_f[p, j] else 1)
+
+
 @nb.njit(cache=True)
-def _flagged_reverse_lists(row_i, row_f, lo, hi):
-    """Reverse entries into the points ``lo <= v < hi`` by flag, compressed: ``src[start[2 (v-lo)]:
-    start[2 (v-lo) + 1]]`` are the ``p`` whose row holds ``v`` flagged new, the next range those
-    holding it flagged old (increasing ``p``; ids of ``row_i``'s type)."""
+def _reverse_lists(row_i, lo, hi, row_f=None):
+    """Reverse edges into the points ``lo <= v < hi``, compressed.
+
+    ``src[start[v-lo]:start[v-lo+1]]`` are the ``p`` with ``v`` in row ``p``,
+    in increasing ``p`` (the order of a serial scan of the rows). ``src`` has
+    one entry per row entry pointing into the block (at most ``n K``), of the
+    type of ``row_i``. With the rows' new flags ``row_f``, each ``v`` has two
+    ranges: ``src[start[2 (v-lo)]:start[2 (v-lo) + 1]]`` the ``p`` holding it
+    flagged new, the next range those holding it flagged old.
+    """
     n, K = row_i.shape
-    m = hi - lo
-    start = np.zeros(2 * m + 1, dtype=np.int64)
+    slots = hi - lo if row_f is None else 2 * (hi - lo)
+    start = np.zeros(slots + 1, dtype=np.int64)
     for p in range(n):
         for j in range(K):
             v = row_i[p, j]
             if v < 0:
                 break
             if lo <= v < hi:
-                start[2 * (v - lo) + (1 if row_f[p, j] else 2)] += 1
-    for s in range(2 * m):
-        start[s + 1] += start[s]
-    src = np.empty(start[2 * m], dtype=row_i.dtype)
-    fill = start[:2 * m].copy()
+                start[_reverse_slot(v - lo, row_f, p, j) + 1] += 1
+    for t in range(slots):
+        start[t + 1] += start[t]
+    src = np.empty(start[slots], dtype=row_i.dtype)
+    fill = start[:slots].copy()
     for p in range(n):
         for j in range(K):
             v = row_i[p, j]
             if v < 0:
                 break
             if lo <= v < hi:
-                slot = 2 * (v - lo) + (0 if row_f[p, j] else 1)
-                src[fill[slot]] = p
-                fill[slot] += 1
+                t = _reverse_slot(v - lo, row_f, p, j)
+                src[fill[t]] = p
+                fill[t] += 1
     return start, src
 
 
@@ -666,13 +671,13 @@ def _candidates(row_i, row_f, C, base, n_blocks):
     flagged old. Ids have the type of ``row_i``: ``(n, C)`` each.
 
     The reverse entries are gathered for ``n_blocks`` blocks of points in
-    turn (:func:`_flagged_reverse_lists`); then each point's two lists are
+    turn (:func:`_reverse_lists` by flag); then each point's two lists are
     chosen from its offers at once (:func:`_smallest_priorities`), in
     parallel chunks. A list is a function of its offers only, so the lists
     do not depend on ``n_blocks`` or the threads. (Until the thirty-eighth
     session each offer was inserted into its list as the rows were scanned,
-    its rank found by recomputed hashes: the same lists, about 1.5x slower
-    on one thread.)
+    its place found by recomputed hashes: the same lists, about 1.5x slower
+    on one thread in a scratch timing of a 10-D tree's rounds.)
     """
     n, K = row_i.shape
     new_i = np.full((n, C), -1, dtype=row_i.dtype)
@@ -680,11 +685,11 @@ def _candidates(row_i, row_f, C, base, n_blocks):
     step = max(1, (n + n_blocks - 1) // n_blocks)
     for lo in range(0, n, step):
         hi = min(n, lo + step)
-        start, src = _flagged_reverse_lists(row_i, row_f, lo, hi)
+        start, src = _reverse_lists(row_i, lo, hi, row_f)
         n_chunks = (hi - lo + _CHUNK - 1) // _CHUNK
         for ch in nb.prange(n_chunks):
-            buf_i = np.empty(RANKED_OFFERS, dtype=row_i.dtype)
-            buf_k = np.empty(RANKED_OFFERS, dtype=np.uint64)
+            buf_i = np.empty(max(RANKED_OFFERS, K), dtype=row_i.dtype)  # the bound of _smallest_priorities
+            buf_k = np.empty(buf_i.shape[0], dtype=np.uint64)
             keys = np.empty(C, dtype=np.uint64)
             for p in range(lo + ch * _CHUNK, min(hi, lo + (ch + 1) * _CHUNK)):
                 s0 = 2 * (p - lo)
@@ -997,40 +1002,6 @@ def _bridges(points, conf, comp, leaf_ranges, orders, n_bridges, max_members, se
 # Blocks of target points whose reverse lists are gathered at a time (each block scans all rows
 # once; the lists take about n K / _REVERSE_BLOCKS ids).
 _REVERSE_BLOCKS = 8
-
-
-@nb.njit(cache=True)
-def _reverse_lists(row_i, lo, hi):
-    """Reverse edges into the points ``lo <= v < hi``, compressed.
-
-    ``src[start[v-lo]:start[v-lo+1]]`` are the ``p`` with ``v`` in row ``p``,
-    in increasing ``p`` (the order of a serial scan of the rows). ``src`` has
-    one entry per row entry pointing into the block (at most ``n K``), of the
-    type of ``row_i``.
-    """
-    n, K = row_i.shape
-    m = hi - lo
-    start = np.zeros(m + 1, dtype=np.int64)
-    for p in range(n):
-        for j in range(K):
-            v = row_i[p, j]
-            if v < 0:
-                break
-            if lo <= v < hi:
-                start[v - lo + 1] += 1
-    for v in range(m):
-        start[v + 1] += start[v]
-    src = np.empty(start[m], dtype=row_i.dtype)
-    fill = start[:m].copy()
-    for p in range(n):
-        for j in range(K):
-            v = row_i[p, j]
-            if v < 0:
-                break
-            if lo <= v < hi:
-                src[fill[v - lo]] = p
-                fill[v - lo] += 1
-    return start, src
 
 
 #: Reverse neighbours of a point whose deltas :func:`_search_row` computes together (the scratch it takes).
