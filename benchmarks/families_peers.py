@@ -30,11 +30,17 @@ Per method and setting:
   timed **round-robin** (``--repeats`` passes over all of them, median per
   setting) so a busy machine slows them alike;
 * ``single_ms``: one query per call on the first ``--single`` queries, the
-  median per-call time; the calls are interleaved over all settings, and in
-  a round setting ``j`` answers query ``i + j`` (mod ``--single``), so no
-  call finds the query of the call before it in the cache (settings that
-  share an index would otherwise find the path of the same query warm);
-  ``--single-repeats`` passes;
+  median per-call time. Each setting answers ``--single-block`` queries in a
+  row (a stream of queries to one index, as an application sends them), then
+  the next setting takes over, round-robin until every setting has answered
+  every query (so a busy machine slows them alike). In its block ``b``
+  setting ``j`` answers queries ``b * block + t + j`` (mod ``--single``), so
+  no call finds the query of the call before it in the cache. (Up to the
+  fortieth session the block was one call: the first setting of each index
+  then always ran right after other indexes' calls and found its own data
+  evicted, so the default graph setting and pynndescent's ``epsilon=0`` came
+  out slower than their neighbours in the sweep; ``--single-block 1`` gives
+  that order.) ``--single-repeats`` passes;
 * ``build_s_1thr`` / ``build_s_2thr``: build seconds on 1 and 2 threads
   (numba threads for hypann and pynndescent, ``threads=`` for usearch;
   pynndescent = ``NNDescent`` + ``prepare()``). The 1-thread index answers
@@ -354,15 +360,18 @@ def run_case(name, dim, args, progress):
         progress(f"    batch pass {rep + 1}/{args.repeats} done ({time.perf_counter() - t_case:.0f}s)")
     brute_qps = nb / float(np.median(brute_times))
 
-    # single query: interleaved over the settings, a different query for each setting in a round
+    # single query: blocks of consecutive calls per setting, round-robin over the settings; a different
+    # query for each call of a block and, at the same position, for each setting
     ns = min(args.single, len(queries))
+    block = min(args.single_block, ns)
     for rep in range(args.single_repeats):
-        for i in range(ns):
+        for first in range(0, ns, block):
             for j, st in enumerate(settings):
-                x = query_input(st)[(i + j) % ns]
-                t0 = time.perf_counter()
-                st.single(x)
-                st.single_times.append(time.perf_counter() - t0)
+                for i in range(first, min(first + block, ns)):
+                    x = query_input(st)[(i + j) % ns]
+                    t0 = time.perf_counter()
+                    st.single(x)
+                    st.single_times.append(time.perf_counter() - t0)
         progress(f"    single-query pass {rep + 1}/{args.single_repeats} done ({time.perf_counter() - t_case:.0f}s)")
 
     rows = []
@@ -665,6 +674,8 @@ def main(argv=None):
                      repeats_help="round-robin batch passes (median kept)")
     ap.add_argument("--single", type=int, default=200, help="queries timed one per call")
     ap.add_argument("--single-repeats", type=int, default=1)
+    ap.add_argument("--single-block", type=int, default=25,
+                    help="one-query calls a setting makes in a row before the next setting's (1: interleaved)")
     ap.add_argument("--dims", default="10,100")
     ap.add_argument("--peers", default="pynndescent,usearch")
     ap.add_argument("--efs", default=",".join(map(str, EFS)))
@@ -686,6 +697,8 @@ def main(argv=None):
     if 1 not in args.build_threads:
         raise ValueError(f"--build-threads must include 1 (the 1-thread index answers the queries), "
                          f"got {args.build_threads}")
+    if args.single_block < 1:
+        raise ValueError(f"--single-block must be at least 1, got {args.single_block}")
 
     def progress(msg):
         print(time.strftime("%H:%M:%S"), msg, flush=True)
