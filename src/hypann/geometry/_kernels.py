@@ -325,6 +325,14 @@ def delta_row_below(q, cq, x, cx, worst):
     cannot enter a list whose worst key is ``worst``; that exact test runs
     only after the cheap screen ``p > worst c_q c_x`` passes.
     """
+    return delta_row_below_counted(q, cq, x, cx, worst)[0]
+
+
+@nb.njit(cache=True, inline="always")
+def delta_row_below_counted(q, cq, x, cx, worst):
+    """``(delta_row_below(q, cq, x, cx, worst), coordinates its sum read)``: ``d`` when the sum ran to its end,
+    ``j + 1`` when it stopped after coordinate ``j`` (NN-descent's rounds measure how early their sums stop,
+    :func:`hypann.graph.knn_graph._refine`)."""
     den = cq * cx
     screen = worst * den
     s = 0.0
@@ -332,8 +340,8 @@ def delta_row_below(q, cq, x, cx, worst):
         t = np.float64(q[j]) - np.float64(x[j])
         s += t * t
         if s > screen and s / den >= worst:
-            return np.inf
-    return s / den
+            return np.inf, j + 1
+    return s / den, q.shape[0]
 
 
 #: coordinates between two early-abandon tests of :func:`delta4_below`

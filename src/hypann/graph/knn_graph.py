@@ -77,8 +77,9 @@ The design here
   candidates are compared eight at a time, each sum split over four vector
   lanes and never stopped early (:func:`~hypann.geometry._kernels.sq_dist8_split`:
   the keys of the rounds need not be :func:`delta_row`'s bits, only fixed by
-  the inputs); below, one sum at a time in coordinate order, stopped once it
-  is proved above the row's worst key.
+  the inputs); below, one sum at a time in coordinate order, abandoned once
+  it is proved above the row's worst key or not, as a probe of each chunk of
+  points finds faster (:func:`_refine`; the same rows either way).
 * **Built and kept in leaf order.** The entry-point tree (below) is built
   first, and the graph is built over the points reordered into its leaf
   order (the index's own arrays in place; a copy otherwise). NN-descent
@@ -260,10 +261,10 @@ from hypann._runtime import (
 )
 from hypann._validation import (check_positive_int, check_query_coordinates, check_real, check_stored_points,
                                 check_stored_queries, state_flag)
-from hypann.geometry._kernels import (delta4_below, delta4_split_below, delta_row, delta_row_below, delta_split_below,
-                                      deltas_to_rows, few_lorentz_points, few_points_conformal, gather_points_in_place,
-                                      gather_rows_in_place, holds, insert_sorted, inverse_permutation, one_query_start,
-                                      sq_dist8)
+from hypann.geometry._kernels import (delta4_below, delta4_split_below, delta_row, delta_row_below,
+                                      delta_row_below_counted, delta_split_below, deltas_to_rows, few_lorentz_points,
+                                      few_points_conformal, gather_points_in_place, gather_rows_in_place, holds,
+                                      insert_sorted, inverse_permutation, one_query_start, sq_dist8)
 from hypann.geometry.gram_scan import knn_delta_scan
 from hypann.graph.copies import copy_leaders
 from hypann.graph.long_edges import long_edges
@@ -722,21 +723,47 @@ def _keep_smallest(keys, ids, key, ident):
     insert_sorted(keys, ids, key, ident)
 
 
-@nb.njit(cache=True)
-def _refine_row(p, points, conf, new_i, old_i, row_d, row_i, row_f, seen, tag):
+#: Points at the start of each chunk of an NN-descent round (below :data:`REFINE_BATCH_MIN_DIM` dimensions)
+#: whose sums are abandoned early, to measure how early (:func:`_refine`).
+PROBE_ROWS = 32
+#: The share of the coordinates an abandoned sum reads on average, from which the rest of the chunk sums in
+#: full (:func:`_refine`). A scratch timing of single rounds (100,000 points, 10-D, one thread) put the
+#: crossing at 2.1-2.3 of the 10 coordinates: WordNet's later rounds (1.7-2.1 read) ran 1.1-1.5x faster
+#: abandoned, its first rounds (2.3-5.2) and the tree, mixture and uniform sets (3.4-7) 1.01-1.5x faster
+#: in full.
+FULL_SUMS_FROM_SHARE = 0.22
+
+
+#: How :func:`_refine_row` sums a ``delta``: abandoned once a prefix proves it ``>=`` the row's worst key, with
+#: the coordinates read counted (the probe of a chunk, :func:`_refine`); abandoned so; in full.
+_SUMS_PROBED = 0
+_SUMS_ABANDONED = 1
+_SUMS_FULL = 2
+
+
+@nb.njit(cache=True, inline="always")
+def _refine_row(p, points, conf, new_i, old_i, row_d, row_i, row_f, seen, tag, sums, reads):
     """Pull step of NN-descent for ``p``: try the candidates of its candidates.
 
     Compares ``p`` with every ``v`` in ``new[u]`` for ``u`` in ``new[p]`` or
     ``old[p]``, and with every ``v`` in ``old[u]`` for ``u`` in ``new[p]``
     (each pair has at least one new link, as in the local join). Only the row
-    of ``p`` is written. The distance to ``v`` stops early once it is proved
-    ``>=`` the row's worst key (:func:`delta_row_below`): rounding to float32
-    is monotone, so its key could not be below that float32 key either (the
-    same insertions as the full sum). Returns the number of insertions.
+    of ``p`` is written. ``sums`` (a constant in each of
+    :func:`_probe_row`, :func:`_abandon_row`, :func:`_full_row`, which inline
+    this function, so that each keeps one kind of sum) says how a ``delta`` is computed:
+    :data:`_SUMS_FULL` the full sum (:func:`delta_row`); otherwise it stops
+    once a prefix proves it ``>=`` the row's worst key
+    (:func:`delta_row_below`), and with :data:`_SUMS_PROBED` ``reads`` gains
+    the coordinates read and the sums computed (``reads[0]``, ``reads[1]``,
+    :func:`~hypann.geometry._kernels.delta_row_below_counted`). All make the same insertions: a prefix is
+    at most the full sum, and rounding to float32 is monotone. Which is faster
+    depends on the data (:func:`_refine`). Returns the number of insertions.
     """
     C = new_i.shape[1]
     K = row_d.shape[0]
     changed = 0
+    coords = 0
+    evaluated = 0
     seen[p] = tag
     for side in range(2):
         for a in range(C):
@@ -751,14 +778,43 @@ def _refine_row(p, points, conf, new_i, old_i, row_d, row_i, row_f, seen, tag):
                     if seen[v] == tag:
                         continue
                     seen[v] = tag
-                    d = delta_row_below(points[p], conf[p], points[v], conf[v], np.float64(row_d[K - 1]))
+                    if sums == _SUMS_FULL:
+                        d = delta_row(points[p], conf[p], points[v], conf[v])
+                    elif sums == _SUMS_ABANDONED:
+                        d = delta_row_below(points[p], conf[p], points[v], conf[v], np.float64(row_d[K - 1]))
+                    else:
+                        d, read = delta_row_below_counted(points[p], conf[p], points[v], conf[v],
+                                                          np.float64(row_d[K - 1]))
+                        coords += read
+                        evaluated += 1
                     if d < np.inf and _row_insert(row_d, row_i, row_f, _row_key(d), v):
                         changed += 1
+    if sums == _SUMS_PROBED:
+        reads[0] += coords
+        reads[1] += evaluated
     return changed
 
 
+@nb.njit(cache=True)
+def _probe_row(p, points, conf, new_i, old_i, row_d, row_i, row_f, seen, tag, reads):
+    """:func:`_refine_row` with :data:`_SUMS_PROBED`."""
+    return _refine_row(p, points, conf, new_i, old_i, row_d, row_i, row_f, seen, tag, _SUMS_PROBED, reads)
+
+
+@nb.njit(cache=True)
+def _abandon_row(p, points, conf, new_i, old_i, row_d, row_i, row_f, seen, tag, reads):
+    """:func:`_refine_row` with :data:`_SUMS_ABANDONED`."""
+    return _refine_row(p, points, conf, new_i, old_i, row_d, row_i, row_f, seen, tag, _SUMS_ABANDONED, reads)
+
+
+@nb.njit(cache=True)
+def _full_row(p, points, conf, new_i, old_i, row_d, row_i, row_f, seen, tag, reads):
+    """:func:`_refine_row` with :data:`_SUMS_FULL`."""
+    return _refine_row(p, points, conf, new_i, old_i, row_d, row_i, row_f, seen, tag, _SUMS_FULL, reads)
+
+
 #: Dimension from which NN-descent evaluates its candidates eight at a time with split sums
-#: (:func:`_refine_row_batched`) instead of one at a time, stopped early (:func:`_refine_row`).
+#: (:func:`_refine_row_batched`) instead of one at a time in coordinate order (:func:`_refine_row`).
 REFINE_BATCH_MIN_DIM = 16
 
 
@@ -809,8 +865,7 @@ def _refine_row_batched(p, points, conf, new_i, old_i, row_d, row_i, row_f, seen
     in that order (:func:`_offer_batched`), their deltas computed first. The deltas are split sums
     (:func:`deltas_to_rows` with ``split``), which may differ from :func:`_refine_row`'s in the last bits, so a
     float64 value next to a float32 key boundary can get the other key. Faster from
-    :data:`REFINE_BATCH_MIN_DIM` dimensions on; in fewer, one sum at a time wins (its early stop is
-    tested at every coordinate).
+    :data:`REFINE_BATCH_MIN_DIM` dimensions on; in fewer, one sum at a time wins.
     """
     m = _pull_candidates(p, new_i, old_i, seen, tag, cand)
     return _offer_batched(points[p], conf[p], points, conf, cand, m, row_d, row_i, row_f, cand_d)
@@ -842,6 +897,12 @@ def _refine(points, conf, new_i, old_i, row_d, row_i, row_f, visit, seen):
     visited in the order ``visit`` (a permutation: the leaf order of a
     partition tree, so that consecutive points share most candidates and
     their coordinates stay in the cache). Marks as in :func:`_init_graph`.
+    Below :data:`REFINE_BATCH_MIN_DIM` dimensions the first :data:`PROBE_ROWS`
+    points of a chunk abandon their sums early and count the coordinates
+    read; when those are at least :data:`FULL_SUMS_FROM_SHARE` of the
+    coordinates on average, the chunk's other points sum in full (the test at
+    every coordinate then costs more than it saves), else they abandon too.
+    Either way the same insertions (:func:`_refine_row`).
     Returns the number of row insertions.
     """
     n = points.shape[0]
@@ -852,14 +913,23 @@ def _refine(points, conf, new_i, old_i, row_d, row_i, row_f, visit, seen):
         mine = seen[nb.get_thread_id()]
         cand = np.empty(3 * new_i.shape[1] ** 2, dtype=new_i.dtype)  # the bound of _pull_candidates
         cand_d = np.empty(cand.shape[0])
+        reads = np.zeros(2, dtype=np.int64)
+        full = False
         c = 0
-        for i in range(ch * _CHUNK, min(n, (ch + 1) * _CHUNK)):
+        first = ch * _CHUNK
+        for i in range(first, min(n, first + _CHUNK)):
             p = visit[i]
             if batched:
                 c += _refine_row_batched(p, points, conf, new_i, old_i, row_d[p], row_i[p], row_f[p], mine, p + 1,
                                          cand, cand_d)
+                continue
+            if i < first + PROBE_ROWS:
+                c += _probe_row(p, points, conf, new_i, old_i, row_d[p], row_i[p], row_f[p], mine, p + 1, reads)
+                full = reads[0] >= FULL_SUMS_FROM_SHARE * points.shape[1] * reads[1]
+            elif full:
+                c += _full_row(p, points, conf, new_i, old_i, row_d[p], row_i[p], row_f[p], mine, p + 1, reads)
             else:
-                c += _refine_row(p, points, conf, new_i, old_i, row_d[p], row_i[p], row_f[p], mine, p + 1)
+                c += _abandon_row(p, points, conf, new_i, old_i, row_d[p], row_i[p], row_f[p], mine, p + 1, reads)
         counts[ch] = c
     return counts.sum()
 

@@ -49,7 +49,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from hypann.geometry._kernels import delta4_split_below, delta_row_below, delta_split_below, deltas_to_rows, holds
+from hypann.geometry._kernels import delta4_split_below, delta_row, delta_split_below, deltas_to_rows, holds
 from hypann.geometry.gram_scan import knn_delta_scan
 from hypann.graph.partition_tree import split_sums_for
 
@@ -190,8 +190,9 @@ def _long_row(p, points, conf, row, sample, near, near_d, cand_i, cand_d, from_s
             dominated = False
             for h in range(n_kept):
                 u = kept[h]
-                # abandoned once proved >= delta(p, v): a finite value is delta_row's bit for bit
-                if delta_row_below(points[u], conf[u], points[v], conf[v], cand_d[j]) < cand_d[j]:
+                # the full sum: abandoning it once a prefix proves it >= delta(p, v) decides the same and
+                # was slower (the test at every coordinate; as in knn_graph._refine_row)
+                if delta_row(points[u], conf[u], points[v], conf[v]) < cand_d[j]:
                     dominated = True
                     break
         if dominated:
