@@ -51,6 +51,36 @@ def test_counted_sum_is_delta_row_below(seed, d, min_conformal, scale):
             assert read == d
 
 
+@given(s=st.floats(0.0, 1e30, allow_subnormal=True), den=st.floats(1e-300, 1.0),
+       worst32=st.floats(0.0, float(np.finfo(np.float32).max), width=32), nudge=st.integers(-4, 4))
+def test_full_sum_screen_rejects_only_what_cannot_enter(s, den, worst32, nudge):
+    """``_full_sum_enters`` is False only where the float32 key of ``s / den`` is ``>= worst``: the row would
+    reject it anyway. ``nudge`` moves ``s`` a few ulps around the screen's edge, where the proof is tight."""
+    worst = float(worst32)
+    edge = worst * den * knn_graph._ENTER_MARGIN
+    if np.isfinite(edge) and edge > 0.0:
+        s = float(edge)
+        for _ in range(abs(nudge)):
+            s = float(np.nextafter(s, np.inf if nudge > 0 else 0.0))
+    enters = knn_graph._full_sum_enters(s, den, worst)
+    if not enters:
+        assert np.float32(s / den) >= np.float32(worst)
+    assert knn_graph._full_sum_enters(s, den, np.inf)  # a row not full takes every candidate
+    assert knn_graph._full_sum_enters(s, den, 0.0) or s / den > 0.0
+
+
+def test_full_sum_screen_passes_what_enters():
+    """Just below the screen's edge the candidate is still divided: a sum that the key would put under
+    ``worst`` always passes (the screen only saves work)."""
+    rng = np.random.default_rng(0)
+    for _ in range(1000):
+        den = float(10.0 ** rng.uniform(-290, 0))
+        worst = float(np.float32(10.0 ** rng.uniform(-30, 30)))
+        s = float(np.nextafter(worst * den, 0.0))  # s / den just under worst
+        assert knn_graph._full_sum_enters(s, den, worst)
+        assert not knn_graph._full_sum_enters(4.0 * worst * den, den, worst) or worst * den < 2.0 ** -1000
+
+
 def _candidate_lists(rng, n, C):
     """Random candidate lists of ``n`` points (``-1`` padded, no point in its own list)."""
     lists = np.full((n, C), -1, dtype=np.int32)
@@ -91,7 +121,8 @@ def test_every_kind_of_sum_makes_the_same_rows(storage, d):
         row_d, row_i, row_f = (a.copy() for a in start)
         seen = np.zeros(n, dtype=np.int32)
         reads = np.zeros(2, dtype=np.int64)
-        changed = [row_fn(p, points, conf, new_i, old_i, row_d[p], row_i[p], row_f[p], seen, p + 1, reads)
+        extra = (np.empty(d),) if row_fn is knn_graph._full_row else ()  # its float64 copy of a point
+        changed = [row_fn(p, points, conf, new_i, old_i, row_d[p], row_i[p], row_f[p], seen, p + 1, reads, *extra)
                    for p in range(n)]
         results.append((row_d, row_i, row_f, changed, reads))
     for got in results[1:]:
