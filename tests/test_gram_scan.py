@@ -40,7 +40,20 @@ def _same_as_plain_scan(Q, X, k, *, storage=np.float64):
     np.testing.assert_array_equal(ids, want[0])
     np.testing.assert_array_equal(deltas, want[1])
     np.testing.assert_array_equal(gram_scan.knn_delta_scan(Q, cq, X, cx, k)[0], want[0])
+    _same_from_anywhere(Q, cq, X, cx, k, ids, deltas, evaluated)
     return evaluated
+
+
+def _same_from_anywhere(Q, cq, X, cx, k, ids, deltas, evaluated):
+    """The scan started at other points (``scan_from``: in, before and past every block) gives the same
+    ids, ties, bits and exact evaluations."""
+    n = len(X)
+    rng = np.random.default_rng(len(Q) * 1009 + n)
+    for scan_from in (rng.integers(-n - 3, 2 * n + 3, size=len(Q)), np.full(len(Q), n - 1)):
+        got_i, got_d, got_e = gram_scan.gram_knn_delta(Q, cq, X, cx, k, return_evaluated=True, scan_from=scan_from)
+        np.testing.assert_array_equal(got_i, ids)
+        np.testing.assert_array_equal(got_d, deltas)
+        np.testing.assert_array_equal(got_e, evaluated)
 
 
 @pytest.fixture(scope="module")
@@ -188,6 +201,9 @@ def test_point_groups_on_threads_equal_the_plain_scan(small_blocks, n, m, d, k, 
             np.testing.assert_array_equal(ids, want[0])
             np.testing.assert_array_equal(deltas, want[1])
             assert grouped == ([] if threads == 1 or n <= 7 else [min(threads, -(-n // 7))])
+            ids, deltas = gram_scan.gram_knn_delta(Q, cq, X, cx, k, scan_from=np.arange(len(Q)) * 5 % (n + 2))
+            np.testing.assert_array_equal(ids, want[0])
+            np.testing.assert_array_equal(deltas, want[1])
 
 
 @settings(deadline=None, max_examples=30)
@@ -213,6 +229,14 @@ def test_query_groups_on_threads_equal_the_plain_scan(small_blocks, n, m, d, k, 
             np.testing.assert_array_equal(evaluated, one_evaluated)
             blocks = -(-len(Q) // 3)  # small_blocks: 3 queries a block
             assert grouped == ([] if blocks == 1 else [min(threads, blocks)])
+            _same_from_anywhere(Q, cq, X, cx, k, ids, deltas, evaluated)
+
+
+def test_scan_from_of_the_wrong_shape_is_refused():
+    rng = np.random.default_rng(0)
+    X, Q = ball_points(rng, 20, 3), ball_points(rng, 5, 3)
+    with pytest.raises(ValueError, match="scan_from"):
+        gram_scan.gram_knn_delta(Q, conformal_factor(Q), X, conformal_factor(X), 3, scan_from=np.zeros(4))
 
 
 def test_brute_search_answers_a_batch_exactly():

@@ -35,7 +35,10 @@ final ``k``-th ``delta``. A point of the block with ``L > tau`` has
 ``delta_row > tau`` and cannot be among the ``k`` nearest (nor tie with
 the ``k``-th); every other point gets its ``delta_row``, which is offered
 to the top-k list in index order exactly as the full scan offers it. So the
-result is the full scan's, ties included.
+result is the full scan's, ties included. Within a block the bounds may be
+gathered starting anywhere (``scan_from``, a guess of where a query's nearest
+points lie): the block's final ``tau`` is the same, and fewer bounds are
+offered that later ones replace.
 
 The screen removes all but at most about ``k`` points per query and block
 (the block's points among the ``k`` nearest so far) plus the points within
@@ -134,11 +137,12 @@ def _pair_bounds(qn_i, xn_j, g, inv_cx_j, e_factor, up_factor, low_factor):
 
 
 @nb.njit(cache=True, inline="always")
-def _fold_row(i, G, Q, cq, qn, X, cx, xn, inv_cx, first, margin, ub, out_d, out_i, evaluated, maybe):
+def _fold_row(i, G, Q, cq, qn, X, cx, xn, inv_cx, first, margin, ub, out_d, out_i, evaluated, scan_from, maybe):
     """Fold row ``i`` of the products ``G`` (query ``i`` x points ``first, first + 1, ...``) into its lists.
 
     ``ub[i]``: the ``k`` smallest upper bounds so far; ``out_d[i]``/``out_i[i]``:
     the top-k by ``delta_row``; ``evaluated[i]`` counts the exact evaluations;
+    ``scan_from[i]``: the point where the first pass starts (see below);
     ``maybe``: scratch of at least ``G.shape[1]`` entries.
 
     Two passes over the block. The first offers every upper bound to
@@ -149,6 +153,13 @@ def _fold_row(i, G, Q, cq, qn, X, cx, xn, inv_cx, first, margin, ub, out_d, out_
     smallest the block offers: deciding on the running ``tau`` would evaluate
     every point that improves it (about ``k log(width / k)`` in a block)
     instead of about ``k``.
+
+    The first pass goes round the block from the point ``scan_from[i]`` when
+    it lies in the block (else from its first point): ``scan_from[i]`` to the
+    block's end, then its start. Its final ``tau`` is the ``k``-th smallest of
+    the same bounds in any order, and the second pass keeps index order, so
+    the lists and ``evaluated`` do not depend on ``scan_from``. Starting near
+    the query's nearest points offers fewer bounds that later ones replace.
     """
     width = G.shape[1]
     k = ub.shape[1]
@@ -160,23 +171,31 @@ def _fold_row(i, G, Q, cq, qn, X, cx, xn, inv_cx, first, margin, ub, out_d, out_
     ubi = ub[i]
     tau = ubi[k - 1]
     n_maybe = 0
-    for t in range(width):
-        up, low = _pair_bounds(qi, xn[first + t], G[i, t], inv_cx[first + t], e_factor, up_factor, low_factor)
-        if up < tau:
-            _offer_bound(ubi, up)
-            tau = ubi[k - 1]
-        if not low > tau:  # also for a nan bound
-            maybe[n_maybe] = t
-            n_maybe += 1
-    for r in range(n_maybe):
-        t = maybe[r]
-        j = first + t
-        low = _pair_bounds(qi, xn[j], G[i, t], inv_cx[j], e_factor, up_factor, low_factor)[1]  # pass 1's L
-        if not low > tau:
-            d = delta_row(Q[i], cq[i], X[j], cx[j])
-            evaluated[i] += 1
-            if d < out_d[i, k - 1]:
-                insert_sorted(out_d[i], out_i[i], d, j)
+    r0 = scan_from[i] - first
+    if r0 < 0 or r0 >= width:
+        r0 = 0
+    for part in range(2):  # [r0, width), then [0, r0)
+        for t in range(r0 if part == 0 else 0, width if part == 0 else r0):
+            up, low = _pair_bounds(qi, xn[first + t], G[i, t], inv_cx[first + t], e_factor, up_factor, low_factor)
+            if up < tau:
+                _offer_bound(ubi, up)
+                tau = ubi[k - 1]
+            if not low > tau:  # also for a nan bound
+                maybe[n_maybe] = t
+                n_maybe += 1
+    wrapped = 0  # maybe holds the points from r0 on, then those before it, each part ascending
+    while wrapped < n_maybe and maybe[wrapped] >= r0:
+        wrapped += 1
+    for part in range(2):  # in index order: the points before r0 first
+        for r in range(wrapped if part == 0 else 0, n_maybe if part == 0 else wrapped):
+            t = maybe[r]
+            j = first + t
+            low = _pair_bounds(qi, xn[j], G[i, t], inv_cx[j], e_factor, up_factor, low_factor)[1]  # pass 1's L
+            if not low > tau:
+                d = delta_row(Q[i], cq[i], X[j], cx[j])
+                evaluated[i] += 1
+                if d < out_d[i, k - 1]:
+                    insert_sorted(out_d[i], out_i[i], d, j)
 
 
 #: Rows of a block that one parallel task folds (with one scratch row).
@@ -184,22 +203,23 @@ _FOLD_CHUNK = 16
 
 
 @nb.njit(cache=True, parallel=True)
-def _fold_block(G, Q, cq, qn, X, cx, xn, inv_cx, first, margin, ub, out_d, out_i, evaluated):
+def _fold_block(G, Q, cq, qn, X, cx, xn, inv_cx, first, margin, ub, out_d, out_i, evaluated, scan_from):
     """:func:`_fold_row` of every query, in parallel (rows are independent: one query each)."""
     m, width = G.shape
     for c in nb.prange((m + _FOLD_CHUNK - 1) // _FOLD_CHUNK):
         maybe = np.empty(width, dtype=np.int64)
         for i in range(c * _FOLD_CHUNK, min(m, (c + 1) * _FOLD_CHUNK)):
-            _fold_row(i, G, Q, cq, qn, X, cx, xn, inv_cx, first, margin, ub, out_d, out_i, evaluated, maybe)
+            _fold_row(i, G, Q, cq, qn, X, cx, xn, inv_cx, first, margin, ub, out_d, out_i, evaluated, scan_from,
+                      maybe)
 
 
 @nb.njit(cache=True, nogil=True)
-def _fold_block_serial(G, Q, cq, qn, X, cx, xn, inv_cx, first, margin, ub, out_d, out_i, evaluated):
+def _fold_block_serial(G, Q, cq, qn, X, cx, xn, inv_cx, first, margin, ub, out_d, out_i, evaluated, scan_from):
     """:func:`_fold_row` of every query on the calling thread, without the GIL (one task of
     :func:`gram_knn_delta`'s point groups)."""
     maybe = np.empty(G.shape[1], dtype=np.int64)
     for i in range(G.shape[0]):
-        _fold_row(i, G, Q, cq, qn, X, cx, xn, inv_cx, first, margin, ub, out_d, out_i, evaluated, maybe)
+        _fold_row(i, G, Q, cq, qn, X, cx, xn, inv_cx, first, margin, ub, out_d, out_i, evaluated, scan_from, maybe)
 
 
 def _squared_norms(rows):
@@ -208,10 +228,10 @@ def _squared_norms(rows):
     return np.einsum("ij,ij->i", rows, rows)
 
 
-def _fold_point_blocks(Q, cq, qn, X, cx, xn, inv_cx, margin, starts, out_i, out_d, evaluated, fold):
+def _fold_point_blocks(Q, cq, qn, X, cx, xn, inv_cx, margin, starts, out_i, out_d, evaluated, scan_from, fold):
     """Products of every block of ``QUERY_BLOCK`` queries with the point blocks starting at ``starts``
     (in order), each folded by ``fold`` (:func:`_fold_block` or :func:`_fold_block_serial`) into the
-    lists ``out_i``/``out_d`` (their ``k`` is the list length)."""
+    lists ``out_i``/``out_d`` (their ``k`` is the list length); ``scan_from``: see :func:`_fold_row`."""
     m, k = out_i.shape
     for a in range(0, m, QUERY_BLOCK):
         b = min(m, a + QUERY_BLOCK)
@@ -219,7 +239,8 @@ def _fold_point_blocks(Q, cq, qn, X, cx, xn, inv_cx, margin, starts, out_i, out_
         ub = np.full((b - a, k), np.inf)
         for s in starts:
             G = qa @ np.asarray(X[s:s + POINT_BLOCK], dtype=np.float64).T
-            fold(G, qa, cq[a:b], qn[a:b], X, cx, xn, inv_cx, s, margin, ub, out_d[a:b], out_i[a:b], evaluated[a:b])
+            fold(G, qa, cq[a:b], qn[a:b], X, cx, xn, inv_cx, s, margin, ub, out_d[a:b], out_i[a:b], evaluated[a:b],
+                 scan_from[a:b])
 
 
 def _on_threads(run, n_groups):
@@ -230,7 +251,7 @@ def _on_threads(run, n_groups):
             list(pool.map(run, range(n_groups)))
 
 
-def _scan_point_groups(Q, cq, qn, X, cx, xn, inv_cx, margin, starts, n_groups, out_i, out_d, evaluated):
+def _scan_point_groups(Q, cq, qn, X, cx, xn, inv_cx, margin, starts, n_groups, out_i, out_d, evaluated, scan_from):
     """:func:`gram_knn_delta`'s scan with the point blocks split into ``n_groups`` contiguous groups.
 
     Each group runs on its own thread: single-threaded BLAS products of its
@@ -251,7 +272,7 @@ def _scan_point_groups(Q, cq, qn, X, cx, xn, inv_cx, margin, starts, n_groups, o
 
     def run(g):
         _fold_point_blocks(Q, cq, qn, X, cx, xn, inv_cx, margin, starts[bounds[g]:bounds[g + 1]], part_i[g],
-                           part_d[g], part_e[g], _fold_block_serial)
+                           part_d[g], part_e[g], scan_from, _fold_block_serial)
 
     _on_threads(run, n_groups)
     merge_in_block_order(np.ascontiguousarray(part_i.transpose(1, 0, 2)),
@@ -259,7 +280,7 @@ def _scan_point_groups(Q, cq, qn, X, cx, xn, inv_cx, margin, starts, n_groups, o
     evaluated += part_e.sum(axis=0)
 
 
-def _scan_query_groups(Q, cq, qn, X, cx, xn, inv_cx, margin, starts, n_groups, out_i, out_d, evaluated):
+def _scan_query_groups(Q, cq, qn, X, cx, xn, inv_cx, margin, starts, n_groups, out_i, out_d, evaluated, scan_from):
     """:func:`gram_knn_delta`'s scan with the blocks of queries split into ``n_groups`` contiguous groups.
 
     For one block of points and several blocks of queries (a batch against
@@ -279,12 +300,12 @@ def _scan_query_groups(Q, cq, qn, X, cx, xn, inv_cx, margin, starts, n_groups, o
     def run(g):
         a, b = bounds[g], bounds[g + 1]
         _fold_point_blocks(Q[a:b], cq[a:b], qn[a:b], X, cx, xn, inv_cx, margin, starts, out_i[a:b], out_d[a:b],
-                           evaluated[a:b], _fold_block_serial)
+                           evaluated[a:b], scan_from[a:b], _fold_block_serial)
 
     _on_threads(run, n_groups)
 
 
-def gram_knn_delta(Q, cq, X, cx, k, *, return_evaluated=False):
+def gram_knn_delta(Q, cq, X, cx, k, *, return_evaluated=False, scan_from=None):
     """Exact ``k`` smallest ``delta`` of each query against every row of ``X``, via Gram blocks.
 
     Equal to :func:`hypann.geometry._kernels.brute_knn_delta` bit for bit
@@ -300,6 +321,10 @@ def gram_knn_delta(Q, cq, X, cx, k, *, return_evaluated=False):
     k : int, ``1 <= k``
     return_evaluated : bool
         Also return the number of points evaluated exactly per query.
+    scan_from : ndarray of shape (m,), int, optional
+        Per query, a row of ``X`` near which its nearest points are expected (in
+        index order); the screen's bounds start there (:func:`_fold_row`). Any
+        values give the same result; good ones save work.
 
     Returns
     -------
@@ -318,16 +343,22 @@ def gram_knn_delta(Q, cq, X, cx, k, *, return_evaluated=False):
         with np.errstate(divide="ignore"):
             inv_cx = 1.0 / np.asarray(cx, dtype=np.float64)
         starts = list(range(0, n, POINT_BLOCK))
+        scan_from = np.zeros(m, dtype=np.int64) if scan_from is None else np.asarray(scan_from, dtype=np.int64)
+        if scan_from.shape != (m,):
+            raise ValueError(f"scan_from must hold one row per query, shape ({m},); got shape {scan_from.shape}")
         threads = nb.get_num_threads()
         n_groups = min(threads, len(starts))
         query_groups = min(threads, -(-m // QUERY_BLOCK))
         if n_groups > 1:
-            _scan_point_groups(Q, cq, qn, X, cx, xn, inv_cx, margin, starts, n_groups, out_i, out_d, evaluated)
+            _scan_point_groups(Q, cq, qn, X, cx, xn, inv_cx, margin, starts, n_groups, out_i, out_d, evaluated,
+                               scan_from)
         elif query_groups > 1:
-            _scan_query_groups(Q, cq, qn, X, cx, xn, inv_cx, margin, starts, query_groups, out_i, out_d, evaluated)
+            _scan_query_groups(Q, cq, qn, X, cx, xn, inv_cx, margin, starts, query_groups, out_i, out_d, evaluated,
+                               scan_from)
         else:  # BLAS's threads and the fold's, one after the other
             with _blas_controller().limit(limits=threads, user_api="blas"):
-                _fold_point_blocks(Q, cq, qn, X, cx, xn, inv_cx, margin, starts, out_i, out_d, evaluated, _fold_block)
+                _fold_point_blocks(Q, cq, qn, X, cx, xn, inv_cx, margin, starts, out_i, out_d, evaluated, scan_from,
+                                   _fold_block)
     if return_evaluated:
         return out_i, out_d, evaluated
     return out_i, out_d
@@ -339,17 +370,18 @@ def splits_rows(n, dim):
     return n * dim >= SPLIT_SCAN_MIN_WORK
 
 
-def knn_delta_scan(Q, cq, X, cx, k):
+def knn_delta_scan(Q, cq, X, cx, k, *, scan_from=None):
     """Exact k-NN by ``delta`` of a batch: :func:`gram_knn_delta` from :data:`GRAM_MIN_QUERIES` queries and
     ``m d >= GRAM_MIN_WORK`` on, else the plain scan: split into blocks of rows on all of numba's
     threads when there are fewer queries than threads and the scan is long (:func:`splits_rows`),
     serial for one query on one thread, else one thread per query. The same result every way. The kernels
     get read-only views of the points (a structure's own, writable, or a loaded file's, read-only): one
-    compiled type for both."""
+    compiled type for both. ``scan_from``: where each query's screen starts in the Gram scan
+    (:func:`gram_knn_delta`; the result is the same)."""
     X, cx = read_only(X), read_only(cx)
     m, d = Q.shape
     if m >= GRAM_MIN_QUERIES and m * d >= GRAM_MIN_WORK:
-        return gram_knn_delta(Q, cq, X, cx, k)
+        return gram_knn_delta(Q, cq, X, cx, k, scan_from=scan_from)
     threads = nb.get_num_threads()
     if m < threads and splits_rows(X.shape[0], d):
         return brute_knn_delta_split(Q, cq, X, cx, k, SPLIT_BLOCKS_PER_THREAD * threads)

@@ -108,8 +108,12 @@ def long_edges(points, conf, row_i, seed):
     out = np.empty((n, N_LONG), dtype=row_i.dtype)
     for lo in range(0, n, _BLOCK):
         hi = min(n, lo + _BLOCK)
+        # each point's screen starts at the sample points around its own row (points nearby in a build's
+        # leaf order are near each other): fewer bounds replaced later, the same neighbours
+        scan_from = (np.searchsorted(sample, np.arange(lo, hi)) - c // 2) % m
         near, near_d = knn_delta_scan(np.ascontiguousarray(points[lo:hi], dtype=np.float64),
-                                      np.ascontiguousarray(conf[lo:hi], dtype=np.float64), s_points, s_conf, c)
+                                      np.ascontiguousarray(conf[lo:hi], dtype=np.float64), s_points, s_conf, c,
+                                      scan_from=scan_from)
         _long_rows(points, conf, row_i, lo, sample, near, near_d, out)
         del near, near_d
     return out
