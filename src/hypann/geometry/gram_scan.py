@@ -174,6 +174,7 @@ def _fold_row(i, G, Q, cq, qn, X, cx, xn, inv_cx, first, margin, ub, out_d, out_
     r0 = scan_from[i] - first
     if r0 < 0 or r0 >= width:
         r0 = 0
+    wrapped = 0  # maybe holds the points from r0 on (its first ``wrapped``), then those before r0
     for part in range(2):  # [r0, width), then [0, r0)
         for t in range(r0 if part == 0 else 0, width if part == 0 else r0):
             up, low = _pair_bounds(qi, xn[first + t], G[i, t], inv_cx[first + t], e_factor, up_factor, low_factor)
@@ -183,9 +184,8 @@ def _fold_row(i, G, Q, cq, qn, X, cx, xn, inv_cx, first, margin, ub, out_d, out_
             if not low > tau:  # also for a nan bound
                 maybe[n_maybe] = t
                 n_maybe += 1
-    wrapped = 0  # maybe holds the points from r0 on, then those before it, each part ascending
-    while wrapped < n_maybe and maybe[wrapped] >= r0:
-        wrapped += 1
+        if part == 0:
+            wrapped = n_maybe
     for part in range(2):  # in index order: the points before r0 first
         for r in range(wrapped if part == 0 else 0, n_maybe if part == 0 else wrapped):
             t = maybe[r]

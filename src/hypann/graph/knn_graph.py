@@ -845,8 +845,7 @@ def _full_row(p, points, conf, new_i, old_i, row_d, row_i, row_f, seen, tag, rea
     coordinates (float32 storage) once per candidate. (The abandoned sums were not faster with it: a
     scratch timing of captured rounds, 100,000 points, 10-D.)
     """
-    for j in range(qd.shape[0]):
-        qd[j] = np.float64(points[p, j])
+    qd[:] = points[p]
     return _refine_row(p, qd, points, conf, new_i, old_i, row_d, row_i, row_f, seen, tag, _SUMS_FULL, reads)
 
 
