@@ -540,7 +540,8 @@ def test_partition_tree_nodes_stay_within_the_proven_capacity(n, leaf_size):
 
 
 def _reference_search_graph(X, cx, rows, bridges, D, max_copies):
-    """The search graph's definition in plain Python: bridges, then k-NN row and reverse edges merged by delta."""
+    """The search graph's definition in plain Python: bridges, then k-NN row and reverse edges merged by delta;
+    with the count of the bridges at the front of each row."""
     n = len(X)
     d = lambda a, b: delta_to_candidates(X[a : a + 1], cx[a : a + 1], X, cx, np.array([[b]]))[0, 0]  # noqa: E731
     rev = [[] for _ in range(n)]
@@ -549,11 +550,13 @@ def _reference_search_graph(X, cx, rows, bridges, D, max_copies):
             if v >= 0:
                 rev[v].append((d(p, v), p))
     out = np.full((n, D), -1)
+    n_first = np.zeros(n, dtype=np.uint8)
     for p in range(n):
         fwd = sorted(((d(p, v), j, v) for j, v in enumerate(rows[p]) if v >= 0))
         fwd = [(dv, v) for dv, _, v in fwd]
         back = sorted(rev[p], key=lambda e: e[0])[:D]  # stable: smaller p first
-        merged, copies = [v for v in bridges[p] if v >= 0][:D], 0
+        merged, copies = list(dict.fromkeys(v for v in bridges[p] if v >= 0))[:D], 0
+        n_first[p] = len(merged)
         a = b = 0
         while len(merged) < D and (a < len(fwd) or b < len(back)):
             if a < len(fwd) and (b == len(back) or fwd[a][0] <= back[b][0]):
@@ -567,7 +570,7 @@ def _reference_search_graph(X, cx, rows, bridges, D, max_copies):
             copies += dv == 0.0
             merged.append(v)
         out[p, : len(merged)] = merged
-    return out
+    return out, n_first
 
 
 def test_search_graph_matches_its_definition():
@@ -578,8 +581,12 @@ def test_search_graph_matches_its_definition():
     rows, _ = nn_descent(X, cx, 6, n_trees=2, leaf_size=8, max_candidates=6, max_rounds=3, tol=1e-3, seed=1)
     bridges = np.full((60, 2), -1, dtype=rows.dtype)
     bridges[::7, 0] = np.arange(0, 60, 7)[::-1]
-    want = _reference_search_graph(X, cx, rows, bridges, 9, 2)
-    np.testing.assert_array_equal(_search_graph(X, cx, rows, bridges, 9, 2), want)
+    bridges[5, 1] = bridges[5, 0] = 3  # a repeated bridge is one edge
+    want, want_first = _reference_search_graph(X, cx, rows, bridges, 9, 2)
+    got, got_first = _search_graph(X, cx, rows, bridges, 9, 2)
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(got_first, want_first)
+    assert want_first[5] == 1 and want_first.max() == 1
     start, src = _reverse_lists(rows, 20, 35)  # one block of targets
     assert start[0] == 0 and start[-1] == src.size == np.count_nonzero((rows >= 20) & (rows < 35))
     for t, v in enumerate(range(20, 35)):
@@ -591,10 +598,10 @@ def test_search_graph_in_blocks_equals_one_block(monkeypatch):
     cx = conformal_factor(X)
     rows, _ = nn_descent(X, cx, 8, n_trees=2, leaf_size=16, max_candidates=8, max_rounds=3, tol=1e-3, seed=2)
     none = np.full((3000, 0), -1, dtype=rows.dtype)
-    blocked = _search_graph(X, cx, rows, none, 12, 6)  # 3 blocks of 1024 points
+    blocked = _search_graph(X, cx, rows, none, 12, 6)[0]  # 3 blocks of 1024 points
     monkeypatch.setattr(knn_graph, "_REVERSE_BLOCKS", 1)
     monkeypatch.setattr(knn_graph, "_CHUNK", 4096)
-    np.testing.assert_array_equal(_search_graph(X, cx, rows, none, 12, 6), blocked)
+    np.testing.assert_array_equal(_search_graph(X, cx, rows, none, 12, 6)[0], blocked)
 
 
 def test_candidate_lists_do_not_depend_on_the_blocks(mixture):

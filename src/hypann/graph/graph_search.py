@@ -38,7 +38,7 @@ import numpy as np
 
 from hypann._params import Param
 from hypann._validation import state_flag
-from hypann.graph.knn_graph import SCAN_FRACTION, HyperbolicGraphIndex, rows_to_ids
+from hypann.graph.knn_graph import PRUNE_EVALUATIONS, PRUNE_SETTINGS, SCAN_FRACTION, HyperbolicGraphIndex, rows_to_ids
 from hypann.result import SearchStats
 from hypann.search.base import SearchAlgorithm
 from hypann.search.hyperbolic_kdtree import LEAF_SIZE_RULE, HyperbolicKDTree, leaf_size_for
@@ -75,6 +75,11 @@ class GraphSearch(SearchAlgorithm):
     leaf_size : int, default 32
     n_trees : int, default 4
     max_rounds : int, default 16
+    prune : {"auto", "always", "never"}, default "auto"
+        Prune the graph by the relative-neighbourhood rule; ``"auto"`` keeps
+        it pruned where that reaches ``target_recall`` with at most
+        :data:`~hypann.graph.knn_graph.PRUNE_EVALUATIONS` of the evaluations
+        (:class:`~hypann.graph.knn_graph.HyperbolicGraphIndex`).
     exact : bool, default False
         Re-check the graph's answer with a hyperbolic kd-tree seeded by it
         (see the module docstring): exact k-NN (and exact range search), at
@@ -99,6 +104,9 @@ class GraphSearch(SearchAlgorithm):
         Param("leaf_size", "int", 32, "points per leaf of the partition trees", low=1),
         Param("n_trees", "int", 4, "partition trees (entry points)", low=1),
         Param("max_rounds", "int", 16, "NN-descent rounds at most", low=1),
+        Param("prune", "str", "auto", "prune the graph by the relative-neighbourhood rule (auto: where that reaches "
+              f"target_recall with at most {PRUNE_EVALUATIONS:g} of the evaluations; not with a given ef; never: "
+              "every edge, for the last fraction of a percent of recall)", choices=PRUNE_SETTINGS),
         Param("exact", "bool", False, "re-check the graph's answer with a hyperbolic kd-tree (exact k-NN)"),
         Param("tree_leaf_size", "int", None, f"leaf size of that kd-tree (exact=True only; default: {LEAF_SIZE_RULE})",
               low=1, none_ok=True),
@@ -109,7 +117,7 @@ class GraphSearch(SearchAlgorithm):
     )
 
     def __init__(self, *, n_neighbors=24, max_degree=40, ef=None, target_recall=0.98, leaf_size=32, n_trees=4,
-                 max_rounds=16, exact=False, tree_leaf_size=None):
+                 max_rounds=16, prune="auto", exact=False, tree_leaf_size=None):
         self.n_neighbors = n_neighbors
         self.max_degree = max_degree
         self.ef = ef
@@ -117,6 +125,7 @@ class GraphSearch(SearchAlgorithm):
         self.leaf_size = leaf_size
         self.n_trees = n_trees
         self.max_rounds = max_rounds
+        self.prune = prune
         self.exact = exact
         self.tree_leaf_size = tree_leaf_size
 
@@ -178,6 +187,12 @@ class GraphSearch(SearchAlgorithm):
         graph's nodes."""
         graph = self.graph_
         text = f"default ef {graph.ef_}"
+        if graph.pruned_:
+            text += "; the graph pruned by the relative-neighbourhood rule"
+        if graph.prune_comparison_ is not None:
+            pruned, unpruned = graph.prune_comparison_
+            text += (f"{'' if graph.pruned_ else '; the graph unpruned'} (evaluations per query at the calibrated "
+                     f"ef: {pruned:.0f} pruned, {unpruned:.0f} unpruned)")
         if graph.scans_:
             text += (f"; the default search scans every point exactly: at that ef the graph evaluated "
                      f"{graph.default_evaluations_ / graph.n_points_:.1%} of them per query (> {SCAN_FRACTION:.1%})")

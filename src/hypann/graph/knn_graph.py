@@ -55,11 +55,22 @@ on the 100-D mixture with ``R=32, L=64``).
 
 The design here
 ---------------
-* **No pruning.** The graph is the (approximate) k-NN graph: each point keeps
+* **No RobustPrune; relative-neighbourhood pruning only where it pays.** The
+  graph is the (approximate) k-NN graph: each point keeps
   its ``n_neighbors`` nearest by ``delta`` (``K = 24``), plus reverse edges
   (up to ``max_degree = 40`` in all, nearest first). An outer point is
   reachable from its own neighbours whatever lies between them and the
-  origin. The reverse edges matter at 100-D, where some points are in many
+  origin. With ``prune="auto"`` (the default) the build also prunes a copy
+  of the graph by the relative-neighbourhood rule, keeping each row's 8
+  nearest, its bridges and long edges (:func:`relative_neighbourhood_rows`),
+  calibrates ``ef`` on both and keeps the pruned graph only where it reaches
+  the target recall with at most 3/4 of the evaluations: on hierarchies (the
+  tree family at 10-D and 100-D, 10-D out-degree 29 to 8; WordNet 10-D) the
+  same recall then costs 0.6-0.7 of the evaluations; on clusters and uniform
+  data pruning costs recall or evaluations, and the graph stays whole. A
+  pruned graph's recall can stop a little lower at any ``ef`` (WordNet 10-D:
+  0.995 against 0.9995 at ``ef=64``); ``prune="never"`` keeps every edge
+  (``docs/benchmarks.md``, "The graph pruned where it pays"). The reverse edges matter at 100-D, where some points are in many
   k-NN lists (Gaussian mixture 100-D, 50,000 points: recall@10 0.978 at
   ``ef=32`` with ``max_degree=32``, 0.989 with 40). (Relative-neighbourhood
   pruning of this graph, keeping the 4 nearest, brings the WordNet
@@ -316,6 +327,15 @@ UPPER_LEVELS_NODES = 20000
 UPPER_LEVELS_MAX = 12
 #: ... and its search list grows to at least this many entries.
 FAR_EF = 64
+#: Settings of ``prune``: choose by the calibration, prune, keep every edge.
+PRUNE_SETTINGS = ("auto", "always", "never")
+#: A pruned row keeps this many nearest neighbours whatever the rule says (relative_neighbourhood_rows): with
+#: fewer, WordNet's outer points lose their in-edges and recall drops (module docstring, "No pruning").
+PRUNE_KEEP = 8
+#: ``prune="auto"`` keeps the pruned graph when its calibrated ``ef_`` reaches the target recall with at most
+#: this fraction of the unpruned graph's evaluations per query (docs/benchmarks.md, "The graph pruned where
+#: it pays").
+PRUNE_EVALUATIONS = 0.75
 # Indexed points whose leave-one-out search calibrates the default ef, and their k.
 CALIBRATION_SIZE = 256
 CALIBRATION_K = 10
@@ -341,6 +361,9 @@ _LEAF_ORDER = "leaf_order"
 # Optional state flag (the integer 1): the entry tree's split keys were summed over four lanes
 # (``split_keys_``). Files written before it existed summed them in coordinate order.
 _SPLIT_KEYS = "split_keys"
+# Optional state flag (the integer 1): the search graph is pruned (``pruned_``). Files written before it existed
+# are not.
+_PRUNED = "pruned"
 # Optional state array: the groups of exact copies (``copy_groups_``); absent when there are none.
 _COPY_GROUPS = "copy_groups"
 # Optional state scalar: the calibration's evaluations per query at ``ef_`` (``default_evaluations_``); absent
@@ -1118,7 +1141,8 @@ _REVERSE_BATCH = 64
 @nb.njit(cache=True)
 def _search_row(p, points, conf, row_i, rev_start, rev_stop, src, first_i, max_copies, fwd_d, fwd_i, rev_d, rev_i,
                 scratch, out):
-    """Out-list of ``p`` (see :func:`_search_graph`) into ``out`` (``-1`` padded), from float64 deltas.
+    """Out-list of ``p`` (see :func:`_search_graph`) into ``out`` (``-1`` padded), from float64 deltas; returns
+    how many of its first entries are edges of ``first_i`` (the rest are nearest first).
 
     ``src[rev_start:rev_stop]`` are the points whose rows hold ``p``. ``scratch``:
     float64, at least ``max(K, _REVERSE_BATCH)`` entries (the deltas of
@@ -1158,6 +1182,7 @@ def _search_row(p, points, conf, row_i, rev_start, rev_stop, src, first_i, max_c
         if v >= 0 and c < D and not holds(out, c, v):
             out[c] = v
             c += 1
+    n_first = c
     while c < D:
         has_fwd = a < nf
         has_rev = b < D and rev_i[b] >= 0
@@ -1180,11 +1205,13 @@ def _search_row(p, points, conf, row_i, rev_start, rev_stop, src, first_i, max_c
             copies += 1
         out[c] = v
         c += 1
+    return n_first
 
 
 @nb.njit(cache=True, parallel=True)
-def _search_rows(points, conf, row_i, lo, start, src, first_i, max_copies, nbrs):
-    """Rows ``lo .. lo + len(start) - 2`` of the search graph into ``nbrs`` (parallel blocks, own rows only)."""
+def _search_rows(points, conf, row_i, lo, start, src, first_i, max_copies, nbrs, n_first):
+    """Rows ``lo .. lo + len(start) - 2`` of the search graph into ``nbrs``, and how many of each row's first
+    entries are edges of ``first_i`` into ``n_first`` (parallel blocks, own rows only)."""
     K = row_i.shape[1]
     max_degree = nbrs.shape[1]
     m = start.shape[0] - 1
@@ -1196,8 +1223,8 @@ def _search_rows(points, conf, row_i, lo, start, src, first_i, max_copies, nbrs)
         rev_i = np.empty(max_degree, dtype=np.int64)
         scratch = np.empty(max(K, _REVERSE_BATCH))
         for t in range(ch * _CHUNK, min(m, (ch + 1) * _CHUNK)):
-            _search_row(lo + t, points, conf, row_i, start[t], start[t + 1], src, first_i, max_copies, fwd_d, fwd_i,
-                        rev_d, rev_i, scratch, nbrs[lo + t])
+            n_first[lo + t] = _search_row(lo + t, points, conf, row_i, start[t], start[t + 1], src, first_i,
+                                          max_copies, fwd_d, fwd_i, rev_d, rev_i, scratch, nbrs[lo + t])
 
 
 def _search_graph(points, conf, row_i, first_i, max_degree, max_copies):
@@ -1218,23 +1245,81 @@ def _search_graph(points, conf, row_i, first_i, max_degree, max_copies):
 
     Returns
     -------
-    ndarray of shape (n, max_degree), int32, ``-1`` padded
+    nbrs : ndarray of shape (n, max_degree), int32, ``-1`` padded
+    n_first : ndarray of shape (n,), uint8
+        How many of each row's first entries are edges of ``first_i`` (at most ``max_degree``).
     """
     n = row_i.shape[0]
     nbrs = np.empty((n, max_degree), dtype=np.int32)
+    n_first = np.empty(n, dtype=np.uint8)
     step = max(_CHUNK, -(-n // _REVERSE_BLOCKS))
     for lo in range(0, n, step):
         hi = min(n, lo + step)
         start, src = _reverse_lists(row_i, lo, hi)
-        _search_rows(points, conf, row_i, lo, start, src, first_i, max_copies, nbrs)
+        _search_rows(points, conf, row_i, lo, start, src, first_i, max_copies, nbrs, n_first)
         del start, src
-    return nbrs
+    return nbrs, n_first
+
+
+@nb.njit(cache=True)
+def _pruned_row(p, points, conf, row, n_first, keep, out):
+    """One row of :func:`relative_neighbourhood_rows` into ``out`` (``-1`` padded)."""
+    D = row.shape[0]
+    c = 0
+    for t in range(n_first):
+        out[c] = row[t]
+        c += 1
+    first_near = c  # the kept entries of the nearest-first part start here
+    for t in range(n_first, D):
+        v = row[t]
+        if v < 0:
+            break
+        kept = c - first_near < keep
+        if not kept:
+            d_pv = delta_row(points[p], conf[p], points[v], conf[v])
+            kept = True
+            for s in range(first_near, c):
+                u = out[s]
+                if delta_row_below(points[u], conf[u], points[v], conf[v], d_pv) < d_pv:
+                    kept = False
+                    break
+        if kept:
+            out[c] = v
+            c += 1
+    for t in range(c, D):
+        out[t] = -1
+
+
+@nb.njit(cache=True, parallel=True)
+def relative_neighbourhood_rows(points, conf, nbrs, n_first, keep):
+    """The search graph ``nbrs`` pruned by the relative-neighbourhood rule (a new array of its shape).
+
+    Row ``p`` keeps its first ``n_first[p]`` entries (bridges and long edges)
+    and the first ``keep`` of the rest (its nearest neighbours: the rest of
+    a row is nearest first); every later neighbour ``v`` is kept unless a
+    neighbour ``u`` kept before it is nearer to it than ``p`` is,
+    ``delta(u, v) < delta(p, v)`` (the rule of the relative-neighbourhood
+    graph; ``delta`` is monotone in the distance). Such a ``v`` is reached
+    through ``u``, so a walk that expands ``p`` need not evaluate it. On
+    hierarchies most of a row goes (the 10-D tree: out-degree 29 to 8), and
+    a walk reaches the same recall with about 0.6 of the evaluations; on
+    clusters in high dimension few entries go and recall drops more than the
+    evaluations (``HyperbolicGraphIndex``'s ``prune``). Parallel over rows,
+    each written by one thread: the result does not depend on the thread count.
+    """
+    n, D = nbrs.shape
+    out = np.empty((n, D), dtype=np.int32)
+    n_chunks = (n + _CHUNK - 1) // _CHUNK
+    for ch in nb.prange(n_chunks):
+        for p in range(ch * _CHUNK, min(n, (ch + 1) * _CHUNK)):
+            _pruned_row(p, points, conf, nbrs[p], min(np.int64(n_first[p]), D), keep, out[p])
+    return out
 
 
 def _build_search_graph(points, conf, K, D, n_trees, leaf_size, max_rounds, seed):
     """The search graph of ``points`` (:func:`_search_graph` of the NN-descent graph, with bridges
     between its components when it has several, and long edges, :mod:`hypann.graph.long_edges`); returns
-    ``(neighbours, number of components)``."""
+    ``(neighbours, number of components, n_first)``, ``n_first`` as :func:`_search_graph` gives it."""
     n = points.shape[0]
     dtype = forest_index_dtype(n)
     tree_bytes = n_trees * 3 * np.dtype(dtype).itemsize  # a point's leaf range and position in every tree
@@ -1258,10 +1343,10 @@ def _build_search_graph(points, conf, K, D, n_trees, leaf_size, max_rounds, seed
     release_freed_heap()  # the components' labels and, with bridges, the trees and their deltas
     first_i = np.concatenate([bridge_i, long_edges(points, conf, row_i, seed)], axis=1)  # both of row_i's dtype
     del bridge_i
-    nbrs = _search_graph(points, conf, row_i, first_i, D, max(1, D // 2))
+    nbrs, n_first = _search_graph(points, conf, row_i, first_i, D, max(1, D // 2))
     del row_i, first_i
     release_freed_heap()
-    return nbrs, n_comp
+    return nbrs, n_comp, n_first
 
 
 @nb.njit(cache=True, parallel=True)
@@ -1808,6 +1893,19 @@ class HyperbolicGraphIndex:
         Partition trees that seed NN-descent.
     max_rounds : int, default 16
         Largest number of NN-descent rounds.
+    prune : {"auto", "always", "never"}, default "auto"
+        Prune the search graph by the relative-neighbourhood rule
+        (:func:`relative_neighbourhood_rows`: drop a neighbour ``v`` of ``p``
+        when a nearer kept neighbour ``u`` has ``d(u, v) < d(p, v)``, keeping
+        the :data:`PRUNE_KEEP` nearest, the bridges and the long edges).
+        ``"auto"``: calibrate ``ef`` on both graphs and keep the pruned one
+        when it reaches ``target_recall`` with at most
+        :data:`PRUNE_EVALUATIONS` of the evaluations per query: hierarchies
+        do, clustered and uniform data do not. With a given ``ef`` there is
+        no calibration and the graph stays unpruned. The pruned graph's
+        recall can stop a little below the unpruned graph's at any ``ef``
+        (WordNet 10-D: 0.995 against 0.9995 at ``ef=64``): ``"never"`` for
+        the last fraction of a percent.
     random_state : int, default 0
         Seed of every random choice; the graph is a function of the seed and
         the points only (not of the number of threads).
@@ -1842,6 +1940,13 @@ class HyperbolicGraphIndex:
     n_nodes_ : int
         Nodes of the graph (rows of ``neighbors_``): ``m``, or ``n`` without
         groups of copies.
+    pruned_ : bool
+        Whether ``neighbors_`` is pruned (``prune``). ``False`` for files
+        written before pruning existed.
+    prune_comparison_ : tuple of float or None
+        ``prune="auto"``: the ``default_evaluations_`` of the pruned and of
+        the unpruned graph, which the choice compared (``None`` otherwise,
+        and after a load).
     ef_ : int
         Default search list size (``ef`` or the calibrated value).
     calibration_recall_ : float
@@ -1879,9 +1984,12 @@ class HyperbolicGraphIndex:
     split_keys_ = False
     #: Not measured unless a calibration or a state gives it (also for objects pickled before it): no scan.
     default_evaluations_ = float("nan")
+    #: Unpruned unless a build or a state says otherwise (also for objects pickled before pruning existed).
+    pruned_ = False
+    prune_comparison_ = None
 
     def __init__(self, *, n_neighbors=24, max_degree=40, ef=None, target_recall=0.98, leaf_size=32, n_trees=4,
-                 max_rounds=16, random_state=0):
+                 max_rounds=16, prune="auto", random_state=0):
         self.n_neighbors = n_neighbors
         self.max_degree = max_degree
         self.ef = ef
@@ -1889,6 +1997,7 @@ class HyperbolicGraphIndex:
         self.leaf_size = leaf_size
         self.n_trees = n_trees
         self.max_rounds = max_rounds
+        self.prune = prune
         self.random_state = random_state
 
     def _check_settings(self):
@@ -1901,6 +2010,8 @@ class HyperbolicGraphIndex:
         check_positive_int(self.leaf_size, "leaf_size")
         check_positive_int(self.n_trees, "n_trees")
         check_positive_int(self.max_rounds, "max_rounds")
+        if not isinstance(self.prune, str) or self.prune not in PRUNE_SETTINGS:
+            raise ValueError(f"prune must be one of {PRUNE_SETTINGS}, got prune={self.prune!r}")
         rs = self.random_state
         if isinstance(rs, bool) or not isinstance(rs, (int, np.integer)) or rs < 0:
             raise ValueError(f"random_state must be a non-negative integer, got random_state={rs!r}")
@@ -1956,8 +2067,8 @@ class HyperbolicGraphIndex:
         order = tree[4]  # tree position -> input row, points of a leaf side by side
         work, work_conformal = _gathered(points, conformal, order, in_place)
         try:
-            self.neighbors_, n_comp = _build_search_graph(work, work_conformal, K, D, self.n_trees, self.leaf_size,
-                                                          self.max_rounds, seed)
+            self.neighbors_, n_comp, n_first = _build_search_graph(work, work_conformal, K, D, self.n_trees,
+                                                                   self.leaf_size, self.max_rounds, seed)
         except BaseException:
             if in_place:
                 gather_points_in_place(points, conformal, inverse_permutation(order))
@@ -1975,10 +2086,11 @@ class HyperbolicGraphIndex:
             # graph ids and rows from tree positions back to input rows
             _positions_to_rows(self.neighbors_, order)
             gather_rows_in_place(self.neighbors_, inverse)
+            n_first = n_first[inverse]
         del inverse, work, work_conformal
         release_freed_heap()
         self.in_leaf_order_ = bool(keep_order)
-        return self._finish(points, conformal, tree, n_comp, K, D, ef, target, seed)
+        return self._finish(points, conformal, tree, n_comp, n_first, K, D, ef, target, seed)
 
     def _build_grouped(self, points, conformal, leader, is_node, in_place, K, D, ef, target, seed):
         """:meth:`build` with ``keep_order`` of points with exact copies (``leader``: :func:`copy_leaders`;
@@ -2006,8 +2118,8 @@ class HyperbolicGraphIndex:
             by_owner = np.argsort(owner, kind="stable")  # input rows stay increasing within a group
             gather_points_in_place(work[m:], work_conformal[m:], by_owner)
             arrangement = np.concatenate([nodes[order], copies[by_owner]])
-            self.neighbors_, n_comp = _build_search_graph(work[:m], work_conformal[:m], K, D, self.n_trees,
-                                                          self.leaf_size, self.max_rounds, seed)
+            self.neighbors_, n_comp, n_first = _build_search_graph(work[:m], work_conformal[:m], K, D, self.n_trees,
+                                                                   self.leaf_size, self.max_rounds, seed)
         except BaseException:
             if in_place:
                 gather_points_in_place(points, conformal, inverse_permutation(arrangement))
@@ -2023,10 +2135,11 @@ class HyperbolicGraphIndex:
         self.in_leaf_order_ = True
         del leader, is_node, nodes, copies, position, owner, by_owner
         release_freed_heap()
-        return self._finish(work, work_conformal, (*tree[:4], arrangement), n_comp, K, D, ef, target, seed)
+        return self._finish(work, work_conformal, (*tree[:4], arrangement), n_comp, n_first, K, D, ef, target, seed)
 
-    def _finish(self, points, conformal, tree, n_comp, K, D, ef, target, seed):
-        """Keep the built arrays and calibrate ``ef_`` (the end of :meth:`build`)."""
+    def _finish(self, points, conformal, tree, n_comp, n_first, K, D, ef, target, seed):
+        """Keep the built arrays, prune the graph or not (``prune``) and calibrate ``ef_`` (the end of
+        :meth:`build`); ``n_first``: :func:`_search_graph`'s, in the rows of ``neighbors_``."""
         self.__dict__.pop("_kernel_structure", None)  # of an earlier build
         self.n_components_ = n_comp
         self.tree_pivots_, self.tree_thresholds_, self.tree_children_, self.tree_ranges_, self.tree_order_ = tree
@@ -2036,6 +2149,16 @@ class HyperbolicGraphIndex:
         self.n_points_, self.dim_ = points.shape
         m = self.n_nodes_
         self.default_evaluations_ = float("nan")
+        self.prune_comparison_ = None
+        self.pruned_ = False
+        # "auto" chooses by the calibration: with a given ef (none) the graph stays unpruned
+        mode = "never" if m < 2 or (self.prune == "auto" and ef is not None) else self.prune
+        pruned = None
+        if mode != "never":
+            pruned = relative_neighbourhood_rows(points, conformal, self.neighbors_, n_first, np.int64(PRUNE_KEEP))
+        if mode == "always":
+            self._use_neighbors(pruned, pruned=True)
+            pruned = None
         if ef is not None:
             self.ef_ = ef
             self.calibration_recall_ = float("nan")
@@ -2048,21 +2171,45 @@ class HyperbolicGraphIndex:
             rng = np.random.default_rng(seed)
             sample = np.sort(rng.choice(m, size=min(m, CALIBRATION_SIZE), replace=False)).astype(np.int64)
             truth = _leave_one_out_truth(points[:m], conformal[:m], sample, min(CALIBRATION_K, m - 1))
-            self.ef_, self.calibration_recall_, best = _calibrate_ef(self, sample, truth, target)
+            best = self._calibrate(sample, truth, target)
+            if pruned is not None:  # "auto": the pruned graph where it reaches the target with fewer evaluations
+                unpruned = (self.neighbors_, self.ef_, self.calibration_recall_, self.default_evaluations_, best)
+                self._use_neighbors(pruned, pruned=True)
+                best = self._calibrate(sample, truth, target)
+                self.prune_comparison_ = (self.default_evaluations_, unpruned[3])
+                if not (self.calibration_recall_ >= target
+                        and self.default_evaluations_ <= PRUNE_EVALUATIONS * unpruned[3]):
+                    self._use_neighbors(unpruned[0], pruned=False)
+                    self.ef_, self.calibration_recall_, self.default_evaluations_, best = unpruned[1:]
+                del pruned, unpruned
             if self.calibration_recall_ < target:
                 logger.warning("graph ef calibration: recall %.3f < target %.3f at every ef up to %d (the graph does "
                                "not reach some neighbours from their entry points); ef_=%d, recall %.3f, the smallest "
                                "ef within %.3f of the best; exact=True or algorithm='auto' give exact answers",
                                best, target, m, self.ef_, self.calibration_recall_, CALIBRATION_PLATEAU)
-            some = sample[::4]  # a spread quarter (the sample is in row order): the mean needs no more
-            samples = self._run(points[some], conformal[some], truth.shape[1], self.ef_, None, some, copies=False)[2]
-            self.default_evaluations_ = float(np.mean(samples))
             if self.scans_:
                 logger.info("graph: the default search evaluated %.1f%% of the points (> %.1f%%): it scans them "
                             "exactly instead", 100 * self.default_evaluations_ / self.n_points_, 100 * SCAN_FRACTION)
         logger.debug("graph built: n=%d nodes=%d K=%d max_degree=%d ef_=%d (calibration recall %.3f)",
                      self.n_points_, m, K, D, self.ef_, self.calibration_recall_)
         return self
+
+    def _calibrate(self, sample, truth, target):
+        """``ef_``, ``calibration_recall_`` and ``default_evaluations_`` of the current ``neighbors_`` from the
+        leave-one-out ``sample`` with its ``truth`` (:func:`_calibrate_ef`); returns the best recall tried."""
+        self.ef_, self.calibration_recall_, best = _calibrate_ef(self, sample, truth, target)
+        some = sample[::4]  # a spread quarter (the sample is in row order): the mean needs no more
+        samples = self._run(self.points_[some], self.conformal_[some], truth.shape[1], self.ef_, None, some,
+                            copies=False)[2]
+        self.default_evaluations_ = float(np.mean(samples))
+        return best
+
+    def _use_neighbors(self, neighbors, *, pruned):
+        """Make ``neighbors`` the graph (``pruned``: by :func:`relative_neighbourhood_rows`); the kernels'
+        structure is gathered again on the next search."""
+        self.neighbors_ = neighbors
+        self.pruned_ = pruned
+        self.__dict__.pop("_kernel_structure", None)
 
     @property
     def scans_(self) -> bool:
@@ -2325,6 +2472,7 @@ class HyperbolicGraphIndex:
             "recalls": np.array([self.target_recall, self.calibration_recall_]),
             **({_LEAF_ORDER: np.int64(1)} if self.in_leaf_order_ else {}),
             **({_SPLIT_KEYS: np.int64(1)} if self.split_keys_ else {}),
+            **({_PRUNED: np.int64(1)} if self.pruned_ else {}),
             **({_COPY_GROUPS: self.copy_groups_} if self.copy_groups_.shape[0] else {}),
             **({} if np.isnan(self.default_evaluations_) else
                {_DEFAULT_EVALUATIONS: np.float64(self.default_evaluations_)}),
@@ -2368,6 +2516,7 @@ class HyperbolicGraphIndex:
         index.tree_order_ = np.ascontiguousarray(arrays["tree_order"], dtype=np.int64)
         index.in_leaf_order_ = in_leaf_order
         index.split_keys_ = state_flag(arrays, _SPLIT_KEYS, "HyperbolicGraphIndex")
+        index.pruned_ = state_flag(arrays, _PRUNED, "HyperbolicGraphIndex")
         if _COPY_GROUPS in arrays:
             groups = np.asarray(arrays[_COPY_GROUPS])
             if groups.dtype.kind not in "iu" or groups.ndim != 1 or groups.shape[0] < 2:
@@ -2408,10 +2557,11 @@ class HyperbolicGraphIndex:
             raise ValueError(f"this {type(self).__name__} is not built yet; call build(points, conformal) first")
 
     def __repr__(self):
-        fitted = f", n_points={self.n_points_}, dim={self.dim_}, ef_={self.ef_}" if hasattr(self, "neighbors_") else ""
+        fitted = (f", n_points={self.n_points_}, dim={self.dim_}, ef_={self.ef_}, pruned_={self.pruned_}"
+                  if hasattr(self, "neighbors_") else "")
         return (f"{type(self).__name__}(n_neighbors={self.n_neighbors}, max_degree={self.max_degree}, ef={self.ef}, "
                 f"target_recall={self.target_recall}, leaf_size={self.leaf_size}, n_trees={self.n_trees}, "
-                f"max_rounds={self.max_rounds}, random_state={self.random_state}{fitted})")
+                f"max_rounds={self.max_rounds}, prune={self.prune!r}, random_state={self.random_state}{fitted})")
 
 
 def upper_levels(n_nodes):
