@@ -66,12 +66,13 @@ The design here
   calibrates ``ef`` on both and keeps the pruned graph only where it reaches
   the target recall with at most 3/4 of the evaluations: on hierarchies (the
   tree family at 10-D and 100-D, 10-D out-degree 29 to 8; WordNet 10-D) the
-  same recall then costs 0.6-0.7 of the evaluations; on clusters and uniform
-  data pruning costs recall or evaluations, and the graph stays whole. A
-  pruned graph's recall can stop a little lower at any ``ef`` (WordNet 10-D:
-  0.995 against 0.9995 at ``ef=64``); ``prune="never"`` keeps every edge
-  (``docs/benchmarks.md``, "The graph pruned where it pays"). The reverse edges matter at 100-D, where some points are in many
-  k-NN lists (Gaussian mixture 100-D, 50,000 points: recall@10 0.978 at
+  same recall then costs 0.6-0.7 of the evaluations at the calibrated
+  ``ef``; on clusters and uniform data pruning costs recall or evaluations,
+  and the graph stays whole. A pruned graph's recall can stop a little lower
+  at any ``ef`` (WordNet 10-D: 0.993 against 0.999 at ``ef=64``);
+  ``prune="never"`` keeps every edge (``docs/benchmarks.md``, "The graph
+  pruned where it pays"). The reverse edges matter at 100-D, where some
+  points are in many k-NN lists (Gaussian mixture 100-D, 50,000 points: recall@10 0.978 at
   ``ef=32`` with ``max_degree=32``, 0.989 with 40). (Relative-neighbourhood
   pruning of this graph, keeping the 4 nearest, brings the WordNet
   out-degree to 4.4, leaves 64% of the points without an in-edge and caps
@@ -330,7 +331,7 @@ FAR_EF = 64
 #: Settings of ``prune``: choose by the calibration, prune, keep every edge.
 PRUNE_SETTINGS = ("auto", "always", "never")
 #: A pruned row keeps this many nearest neighbours whatever the rule says (relative_neighbourhood_rows): with
-#: fewer, WordNet's outer points lose their in-edges and recall drops (module docstring, "No pruning").
+#: fewer, WordNet's outer points lose their in-edges and recall drops (module docstring, "No RobustPrune").
 PRUNE_KEEP = 8
 #: ``prune="auto"`` keeps the pruned graph when its calibrated ``ef_`` reaches the target recall with at most
 #: this fraction of the unpruned graph's evaluations per query (docs/benchmarks.md, "The graph pruned where
@@ -1303,8 +1304,8 @@ def relative_neighbourhood_rows(points, conf, nbrs, n_first, keep):
     through ``u``, so a walk that expands ``p`` need not evaluate it. On
     hierarchies most of a row goes (the 10-D tree: out-degree 29 to 8), and
     a walk reaches the same recall with about 0.6 of the evaluations; on
-    clusters in high dimension few entries go and recall drops more than the
-    evaluations (``HyperbolicGraphIndex``'s ``prune``). Parallel over rows,
+    clusters and uniform data recall drops more than the evaluations do
+    (``HyperbolicGraphIndex``'s ``prune`` chooses). Parallel over rows,
     each written by one thread: the result does not depend on the thread count.
     """
     n, D = nbrs.shape
@@ -1904,7 +1905,7 @@ class HyperbolicGraphIndex:
         do, clustered and uniform data do not. With a given ``ef`` there is
         no calibration and the graph stays unpruned. The pruned graph's
         recall can stop a little below the unpruned graph's at any ``ef``
-        (WordNet 10-D: 0.995 against 0.9995 at ``ef=64``): ``"never"`` for
+        (WordNet 10-D: 0.993 against 0.999 at ``ef=64``): ``"never"`` for
         the last fraction of a percent.
     random_state : int, default 0
         Seed of every random choice; the graph is a function of the seed and
