@@ -10,8 +10,9 @@ phases by wrapping the functions of :mod:`hypann.graph.knn_graph` that run them:
   components, when it has several);
 * ``long edges``, split into ``long: sample scan`` (each point's nearest sample points,
   ``knn_delta_scan``) and ``long: pruning`` (``_long_rows``);
-* ``search graph`` (``_search_graph``: reverse edges and the degree bound) and ``calibration``
-  (``_leave_one_out_truth`` and ``_calibrate_ef``: the default ``ef_``);
+* ``search graph`` (``_search_graph``: reverse edges and the degree bound), ``pruning``
+  (``relative_neighbourhood_rows``: the pruned copy ``prune="auto"`` calibrates too) and ``calibration``
+  (``_leave_one_out_truth`` and ``_calibrate_ef``: the default ``ef_``, of both graphs under ``"auto"``);
 * ``other``: the rest of the build (the input check, float32 rounding, mapping ids back, ...).
 
 Before the first case a build on 6,000 points of each dimension compiles the kernels (or loads them
@@ -45,6 +46,7 @@ PHASES = [
     ("long: sample scan", "long_edges", "knn_delta_scan"),
     ("long: pruning", "long_edges", "_long_rows"),
     ("search graph", "knn_graph", "_search_graph"),
+    ("pruning", "knn_graph", "relative_neighbourhood_rows"),
     ("calibration", "knn_graph", "_leave_one_out_truth"),
     ("calibration", "knn_graph", "_calibrate_ef"),
 ]

@@ -154,7 +154,7 @@ def _long_row(p, points, conf, row, sample, near, near_d, cand_i, cand_d, from_s
     :func:`delta_row`'s bits). A candidate is dominated when a kept point is nearer to it: below
     :data:`~hypann.graph.partition_tree.SPLIT_SUMS_MIN_DIM` coordinates tested one kept point at a time in
     :func:`~hypann.geometry._kernels.sq_dist_row`'s order, from there on by :func:`_dominated_split` (four at
-    a time is no faster at 10-D).
+    a time is no faster at 10-D): :func:`dominated`.
     """
     q = points[p]
     cq = conf[p]
@@ -188,18 +188,7 @@ def _long_row(p, points, conf, row, sample, near, near_d, cand_i, cand_d, from_s
     n_out = 0
     for j in range(last + 1):
         v = cand_i[j]
-        if split:
-            dominated = _dominated_split(points, conf, kept, n_kept, v, cand_d[j])
-        else:
-            dominated = False
-            for h in range(n_kept):
-                u = kept[h]
-                # the full sum: abandoning it once a prefix proves it >= delta(p, v) decides the same and
-                # was slower (the test at every coordinate; as in knn_graph._refine_row)
-                if delta_row(points[u], conf[u], points[v], conf[v]) < cand_d[j]:
-                    dominated = True
-                    break
-        if dominated:
+        if dominated(points, conf, kept, n_kept, v, cand_d[j], split):
             continue
         kept[n_kept] = v
         n_kept += 1
@@ -210,6 +199,25 @@ def _long_row(p, points, conf, row, sample, near, near_d, cand_i, cand_d, from_s
             break
     for t in range(n_out, out.shape[0]):
         out[t] = -1
+
+
+@nb.njit(cache=True, inline="always")
+def dominated(points, conf, kept, n_kept, v, dv, split):
+    """Whether one of the points ``kept[:n_kept]`` is nearer to ``v`` than ``delta(p, v) = dv``: the
+    relative-neighbourhood rule of the long edges, and of the pruned search graph
+    (:func:`hypann.graph.knn_graph.relative_neighbourhood_rows`). ``split`` (from
+    :data:`~hypann.graph.partition_tree.SPLIT_SUMS_MIN_DIM` coordinates on): by :func:`_dominated_split`;
+    otherwise one kept point at a time by :func:`delta_row` (its bits).
+    """
+    if split:
+        return _dominated_split(points, conf, kept, n_kept, v, dv)
+    for h in range(n_kept):
+        u = kept[h]
+        # the full sum: abandoning it once a prefix proves it >= delta(p, v) decides the same and
+        # was slower (the test at every coordinate; as in knn_graph._refine_row)
+        if delta_row(points[u], conf[u], points[v], conf[v]) < dv:
+            return True
+    return False
 
 
 @nb.njit(cache=True, inline="always")
