@@ -61,15 +61,15 @@ The design here
   (up to ``max_degree = 40`` in all, nearest first). An outer point is
   reachable from its own neighbours whatever lies between them and the
   origin. With ``prune="auto"`` (the default) the build also prunes a copy
-  of the graph by the relative-neighbourhood rule, keeping each row's 8
+  of the graph by the relative-neighbourhood rule, keeping each row's 12
   nearest, its bridges and long edges (:func:`relative_neighbourhood_rows`),
   calibrates ``ef`` on both and keeps the pruned graph only where it reaches
   the target recall with at most 3/4 of the evaluations: on hierarchies (the
-  tree family at 10-D and 100-D, 10-D out-degree 29 to 8; WordNet 10-D) the
-  same recall then costs 0.6-0.7 of the evaluations at the calibrated
+  tree family at 10-D and 100-D, 10-D out-degree 29 to 12; WordNet 10-D) the
+  same recall then costs 0.6-0.75 of the evaluations at the calibrated
   ``ef``; on clusters and uniform data pruning costs recall or evaluations,
   and the graph stays whole. A pruned graph's recall can stop a little lower
-  at any ``ef`` (WordNet 10-D: 0.993 against 0.999 at ``ef=64``);
+  at any ``ef`` (WordNet 10-D: 0.997 against 0.999 at ``ef=64``);
   ``prune="never"`` keeps every edge (``docs/benchmarks.md``, "The graph
   pruned where it pays"). The reverse edges matter at 100-D, where some
   points are in many k-NN lists (Gaussian mixture 100-D, 50,000 points: recall@10 0.978 at
@@ -330,9 +330,12 @@ UPPER_LEVELS_MAX = 12
 FAR_EF = 64
 #: Settings of ``prune``: choose by the calibration, prune, keep every edge.
 PRUNE_SETTINGS = ("auto", "always", "never")
-#: A pruned row keeps this many nearest neighbours whatever the rule says (relative_neighbourhood_rows): with
-#: fewer, WordNet's outer points lose their in-edges and recall drops (module docstring, "No RobustPrune").
-PRUNE_KEEP = 8
+#: A pruned row keeps this many nearest neighbours whatever the rule says (relative_neighbourhood_rows). On
+#: WordNet 10-D the rule drops every later one, and recall stops lower the fewer are kept (4, 8, 12, 16: 0.982,
+#: 0.991, 0.996, 0.997 at ef=10 on 1,000 held-out queries, at 128, 129, 132, 126 evaluations); on the tree a
+#: kept neighbour costs evaluations (8, 12, 16: 43, 47, 50 at ef=10; unpruned 69) and no recall
+#: (docs/benchmarks.md, "The graph pruned where it pays").
+PRUNE_KEEP = 12
 #: ``prune="auto"`` keeps the pruned graph when its calibrated ``ef_`` reaches the target recall with at most
 #: this fraction of the unpruned graph's evaluations per query (docs/benchmarks.md, "The graph pruned where
 #: it pays").
@@ -1298,8 +1301,9 @@ def relative_neighbourhood_rows(points, conf, nbrs, n_first, keep):
     coordinates on with sums split over four lanes, which may decide a tie
     within a few units in the last place either way). Such a ``v`` is reached
     through ``u``, so a walk that expands ``p`` need not evaluate it. On
-    hierarchies most of a row goes (the 10-D tree: out-degree 29 to 8), and
-    a walk reaches the same recall with about 0.6 of the evaluations; on
+    hierarchies most of a row goes (the 10-D tree: out-degree 29 to 12 with
+    ``keep`` 12), and a walk reaches the same recall with about 0.7 of the
+    evaluations; on
     clusters and uniform data recall drops more than the evaluations do
     (``HyperbolicGraphIndex``'s ``prune`` chooses). Parallel over rows,
     each written by one thread: the result does not depend on the thread count.
@@ -1903,7 +1907,7 @@ class HyperbolicGraphIndex:
         do, clustered and uniform data do not. With a given ``ef`` there is
         no calibration and the graph stays unpruned. The pruned graph's
         recall can stop a little below the unpruned graph's at any ``ef``
-        (WordNet 10-D: 0.993 against 0.999 at ``ef=64``): ``"never"`` for
+        (WordNet 10-D: 0.997 against 0.999 at ``ef=64``): ``"never"`` for
         the last fraction of a percent.
     random_state : int, default 0
         Seed of every random choice; the graph is a function of the seed and
