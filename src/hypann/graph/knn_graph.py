@@ -72,8 +72,8 @@ The design here
   at any ``ef`` (WordNet 10-D: 0.997 against 0.999 at ``ef=64``);
   ``prune="never"`` keeps every edge (``docs/benchmarks.md``, "The graph
   pruned where it pays"). The reverse edges matter at 100-D, where some
-  points are in many k-NN lists (Gaussian mixture 100-D, 50,000 points: recall@10 0.978 at
-  ``ef=32`` with ``max_degree=32``, 0.989 with 40). (Relative-neighbourhood
+  points are in many k-NN lists (Gaussian mixture 100-D, 50,000 points:
+  recall@10 0.978 at ``ef=32`` with ``max_degree=32``, 0.989 with 40). (Relative-neighbourhood
   pruning of this graph, keeping the 4 nearest, brings the WordNet
   out-degree to 4.4, leaves 64% of the points without an in-edge and caps
   recall at 0.976; without it 0.996.)
