@@ -15,11 +15,15 @@ alternately (so the machine's load hits both alike); per graph:
 * ``batch_us``: median time of one call with every query, per query;
 * ``time_ratio``: pruned over unpruned ``batch_us`` at the same ``ef``.
 
+``--keep K`` builds the pruned graphs with ``K`` nearest neighbours kept per row instead of the library's
+``PRUNE_KEEP`` (it sets that constant for the run: how the choice of ``PRUNE_KEEP`` was measured).
+
 Prints a markdown table and writes ``results/<--output>.json`` (default ``graph_prune``).
 
 Usage::
 
     NUMBA_NUM_THREADS=1 python benchmarks/graph_prune.py --dims 10 --families hierarchical_tree,wordnet_nouns
+    NUMBA_NUM_THREADS=1 python benchmarks/graph_prune.py --dims 10 --families wordnet_nouns --efs 10,64 --keep 8
 """
 
 from __future__ import annotations
@@ -32,9 +36,9 @@ import numpy as np
 
 import hypann
 from _common import family_arguments, family_cases, family_split, markdown_table, write_json
-from hypann.eval import exact_knn
+from hypann.eval import distances_of_ids, exact_knn
+from hypann.graph import knn_graph
 from hypann.metrics import recall
-from hypann.search.ground_truth import distances_of_ids
 
 K = 10
 
@@ -60,7 +64,8 @@ def run_case(name, dim, args):
                 t0 = time.perf_counter()
                 index.search(Q, k=K, ef=ef)
                 times[mode].append(time.perf_counter() - t0)
-        row = {"family": name, "dim": dim, "n": n, "ef": ef, "auto_pruned": auto.algorithm_.graph_.pruned_}
+        row = {"family": name, "dim": dim, "n": n, "keep": knn_graph.PRUNE_KEEP, "ef": ef,
+               "auto_pruned": auto.algorithm_.graph_.pruned_}
         for mode, res in results.items():
             found = np.sort(distances_of_ids(Q, X, res.indices), axis=1)
             row[f"{mode}_recall"] = recall(found, true_d, K)
@@ -81,8 +86,13 @@ def main(argv=None):
     ap.add_argument("--dims", default="10,100")
     ap.add_argument("--efs", default="10,12,16,24,32,48,64,96")
     ap.add_argument("--storage", default="float32", choices=("float64", "float32"))
+    ap.add_argument("--keep", type=int, default=knn_graph.PRUNE_KEEP,
+                    help="nearest neighbours a pruned row keeps (default: the library's PRUNE_KEEP)")
     ap.add_argument("--output", default="graph_prune")
     args = ap.parse_args(argv)
+    if args.keep < 0:
+        raise ValueError(f"--keep must be >= 0, got {args.keep}")
+    knn_graph.PRUNE_KEEP = args.keep
     numba.set_num_threads(1)
     rows, cases = [], []
     t0 = time.perf_counter()
@@ -90,7 +100,7 @@ def main(argv=None):
         case_rows, case = run_case(name, dim, args)
         rows += case_rows
         cases.append(case)
-    print(markdown_table(rows, ["family", "dim", "ef", "auto_pruned", "never_recall", "always_recall",
+    print(markdown_table(rows, ["family", "dim", "keep", "ef", "auto_pruned", "never_recall", "always_recall",
                                 "never_evaluations", "always_evaluations", "never_batch_us", "always_batch_us",
                                 "time_ratio"]))
     write_json(args.output, {"args": vars(args), "seconds": time.perf_counter() - t0, "cases": cases, "rows": rows})

@@ -84,8 +84,8 @@ def test_the_rule_drops_what_a_kept_neighbour_is_nearer_to():
     got = knn_graph.relative_neighbourhood_rows(X, cx, nbrs, none, np.int64(1))
     assert got[0].tolist() == [1, 3, -1, -1]  # 2 lies behind 1; 3 does not lie behind 1
     assert knn_graph.relative_neighbourhood_rows(X, cx, nbrs, none, np.int64(3))[0].tolist() == [1, 3, 2, -1]
-    first = np.array([2, 0, 0, 0], dtype=np.uint8)  # the first edges stay, and prune nothing
-    assert knn_graph.relative_neighbourhood_rows(X, cx, nbrs, first, np.int64(1))[0].tolist() == [1, 3, 2, -1]
+    first = np.array([2, 0, 0, 0], dtype=np.uint8)  # the first edges stay, and prune nothing (none kept besides)
+    assert knn_graph.relative_neighbourhood_rows(X, cx, nbrs, first, np.int64(0))[0].tolist() == [1, 3, 2, -1]
 
 
 @pytest.fixture(scope="module")

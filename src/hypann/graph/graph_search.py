@@ -187,12 +187,11 @@ class GraphSearch(SearchAlgorithm):
         graph's nodes."""
         graph = self.graph_
         text = f"default ef {graph.ef_}"
-        if graph.pruned_:
-            text += "; the graph pruned by the relative-neighbourhood rule"
+        if graph.pruned_ or graph.prune_comparison_ is not None:
+            text += "; the graph " + ("pruned by the relative-neighbourhood rule" if graph.pruned_ else "unpruned")
         if graph.prune_comparison_ is not None:
             pruned, unpruned = graph.prune_comparison_
-            text += (f"{'' if graph.pruned_ else '; the graph unpruned'} (evaluations per query at the calibrated "
-                     f"ef: {pruned:.0f} pruned, {unpruned:.0f} unpruned)")
+            text += f" (evaluations per query at the calibrated ef: {pruned:.0f} pruned, {unpruned:.0f} unpruned)"
         if graph.scans_:
             text += (f"; the default search scans every point exactly: at that ef the graph evaluated "
                      f"{graph.default_evaluations_ / graph.n_points_:.1%} of them per query (> {SCAN_FRACTION:.1%})")

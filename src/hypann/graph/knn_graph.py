@@ -334,7 +334,7 @@ PRUNE_SETTINGS = ("auto", "always", "never")
 #: WordNet 10-D the rule drops every later one, and recall stops lower the fewer are kept (4, 8, 12, 16: 0.982,
 #: 0.991, 0.996, 0.997 at ef=10 on 1,000 held-out queries, at 128, 129, 132, 126 evaluations); on the tree a
 #: kept neighbour costs evaluations (8, 12, 16: 43, 47, 50 at ef=10; unpruned 69) and no recall
-#: (docs/benchmarks.md, "The graph pruned where it pays").
+#: (benchmarks/graph_prune.py --keep; docs/benchmarks.md, "The graph pruned where it pays").
 PRUNE_KEEP = 12
 #: ``prune="auto"`` keeps the pruned graph when its calibrated ``ef_`` reaches the target recall with at most
 #: this fraction of the unpruned graph's evaluations per query (docs/benchmarks.md, "The graph pruned where
@@ -1303,10 +1303,10 @@ def relative_neighbourhood_rows(points, conf, nbrs, n_first, keep):
     through ``u``, so a walk that expands ``p`` need not evaluate it. On
     hierarchies most of a row goes (the 10-D tree: out-degree 29 to 12 with
     ``keep`` 12), and a walk reaches the same recall with about 0.7 of the
-    evaluations; on
-    clusters and uniform data recall drops more than the evaluations do
-    (``HyperbolicGraphIndex``'s ``prune`` chooses). Parallel over rows,
-    each written by one thread: the result does not depend on the thread count.
+    evaluations; on clusters and uniform data recall drops more than the
+    evaluations do (``HyperbolicGraphIndex``'s ``prune`` chooses). Parallel
+    over rows, each written by one thread: the result does not depend on the
+    thread count.
     """
     n, D = nbrs.shape
     split = split_sums_for(points.shape[1])
@@ -1907,8 +1907,8 @@ class HyperbolicGraphIndex:
         do, clustered and uniform data do not. With a given ``ef`` there is
         no calibration and the graph stays unpruned. The pruned graph's
         recall can stop a little below the unpruned graph's at any ``ef``
-        (WordNet 10-D: 0.997 against 0.999 at ``ef=64``): ``"never"`` for
-        the last fraction of a percent.
+        (the module docstring): ``"never"`` for the last fraction of a
+        percent.
     random_state : int, default 0
         Seed of every random choice; the graph is a function of the seed and
         the points only (not of the number of threads).
@@ -2154,7 +2154,7 @@ class HyperbolicGraphIndex:
         self.default_evaluations_ = float("nan")
         self.prune_comparison_ = None
         self.pruned_ = False
-        # "auto" chooses by the calibration: with a given ef (none) the graph stays unpruned
+        # "auto" chooses by the calibration: with a given ef there is none, and the graph stays unpruned
         mode = "never" if m < 2 or (self.prune == "auto" and ef is not None) else self.prune
         pruned = None
         if mode != "never":
@@ -2176,14 +2176,17 @@ class HyperbolicGraphIndex:
             truth = _leave_one_out_truth(points[:m], conformal[:m], sample, min(CALIBRATION_K, m - 1))
             best = self._calibrate(sample, truth, target)
             if pruned is not None:  # "auto": the pruned graph where it reaches the target with fewer evaluations
-                unpruned = (self.neighbors_, self.ef_, self.calibration_recall_, self.default_evaluations_, best)
+                # the unpruned graph and what its calibration found, its kernels' structure included (with the far
+                # queries' threshold, searched for): put back as they are if the pruned graph is not kept
+                unpruned = self.neighbors_, self.__dict__.get("_kernel_structure")
+                calibrated = self.ef_, self.calibration_recall_, self.default_evaluations_, best
                 self._use_neighbors(pruned, pruned=True)
                 best = self._calibrate(sample, truth, target)
-                self.prune_comparison_ = (self.default_evaluations_, unpruned[3])
+                self.prune_comparison_ = (self.default_evaluations_, calibrated[2])
                 if not (self.calibration_recall_ >= target
-                        and self.default_evaluations_ <= PRUNE_EVALUATIONS * unpruned[3]):
-                    self._use_neighbors(unpruned[0], pruned=False)
-                    self.ef_, self.calibration_recall_, self.default_evaluations_, best = unpruned[1:]
+                        and self.default_evaluations_ <= PRUNE_EVALUATIONS * calibrated[2]):
+                    self._use_neighbors(*unpruned, pruned=False)
+                    self.ef_, self.calibration_recall_, self.default_evaluations_, best = calibrated
                 del pruned, unpruned
             if self.calibration_recall_ < target:
                 logger.warning("graph ef calibration: recall %.3f < target %.3f at every ef up to %d (the graph does "
@@ -2207,12 +2210,16 @@ class HyperbolicGraphIndex:
         self.default_evaluations_ = float(np.mean(samples))
         return best
 
-    def _use_neighbors(self, neighbors, *, pruned):
-        """Make ``neighbors`` the graph (``pruned``: by :func:`relative_neighbourhood_rows`); the kernels'
-        structure is gathered again on the next search."""
+    def _use_neighbors(self, neighbors, structure=None, *, pruned):
+        """Make ``neighbors`` the graph (``pruned``: by :func:`relative_neighbourhood_rows`); ``structure``: the
+        kernels' structure gathered for it earlier (:meth:`_structure`), or ``None`` to gather it again on the
+        next search."""
         self.neighbors_ = neighbors
         self.pruned_ = pruned
-        self.__dict__.pop("_kernel_structure", None)
+        if structure is None:
+            self.__dict__.pop("_kernel_structure", None)
+        else:
+            self.__dict__["_kernel_structure"] = structure
 
     @property
     def scans_(self) -> bool:
