@@ -1273,15 +1273,19 @@ def _pruned_row(p, points, conf, row, n_first, keep, split, row_d, out):
     end = n_first
     while end < D and row[end] >= 0:
         end += 1
-    # delta(p, v) of the nearest-first part, eight sums side by side: delta_row's bits
-    deltas_to_rows(points[p], conf[p], points, conf, row[n_first:end], False, row_d)
+    if not split:  # delta(p, v) of the nearest-first part, eight sums side by side: delta_row's bits
+        deltas_to_rows(points[p], conf[p], points, conf, row[n_first:end], False, row_d)
     out[:n_first] = row[:n_first]
     c = n_first
     for t in range(n_first, end):
         v = row[t]
         n_kept = c - n_first
-        if n_kept >= keep and dominated(points, conf, out[n_first:], n_kept, v, row_d[t - n_first], split):
-            continue
+        if n_kept >= keep:
+            # delta(p, v) summed as dominated sums delta(u, v): with split sums, delta_split_below's bits, so that
+            # an exact copy u of p ties with p (not nearer to v by a rounding)
+            dv = delta_split_below(points[v], conf[v], points[p], conf[p], np.inf) if split else row_d[t - n_first]
+            if dominated(points, conf, out[n_first:], n_kept, v, dv, split):
+                continue
         out[c] = v
         c += 1
     out[c:] = -1
@@ -1298,8 +1302,9 @@ def relative_neighbourhood_rows(points, conf, nbrs, n_first, keep):
     ``delta(u, v) < delta(p, v)`` (the rule of the relative-neighbourhood
     graph; ``delta`` is monotone in the distance), tested as the long edges
     test it (:func:`~hypann.graph.long_edges.dominated`: from 16
-    coordinates on with sums split over four lanes, which may decide a tie
-    within a few units in the last place either way). Such a ``v`` is reached
+    coordinates on with sums split over four lanes, ``delta(p, v)`` too, so
+    that an exact copy of ``p`` ties with it; a near tie within a few units in
+    the last place may go either way). Such a ``v`` is reached
     through ``u``, so a walk that expands ``p`` need not evaluate it. On
     hierarchies most of a row goes (the 10-D tree: out-degree 29 to 12 with
     ``keep`` 12), and a walk reaches the same recall with about 0.7 of the
