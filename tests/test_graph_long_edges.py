@@ -76,6 +76,22 @@ def test_long_edges_follow_the_rule(dim, seed):
         assert len(set(edges.tolist())) == len(edges)
 
 
+@pytest.mark.parametrize("dim", [10, 17, 40])
+def test_an_exact_copy_in_the_row_ties_with_the_point(dim):
+    """A kept exact copy ``u`` of ``p`` has ``delta(u, v) == delta(p, v)`` for every candidate ``v``, so it
+    dominates none of them (the rule wants ``<``). From 16-D on the module sums ``delta(u, v)`` over four lanes;
+    ``delta(p, v)`` must be summed the same way, or the copy "dominates" about half of the candidates by a
+    rounding (it did before the two were summed alike)."""
+    X = _points(700, dim, 5)
+    X[1::10] = X[0::10]  # every tenth point has one exact copy, which comes first in its row
+    cx = conformal_factor(X)
+    rows, _ = brute_knn_delta(X, cx, X, cx, 9)
+    rows = np.ascontiguousarray(rows[:, 1:]).astype(np.int32)
+    got = long_edges.long_edges(X, cx, rows, 5)
+    np.testing.assert_array_equal(got, _reference(X, cx, rows, 5))
+    assert (got[0::10] >= 0).any()  # rows with a copy have long edges to compare
+
+
 def test_too_few_points_for_a_sample_get_no_long_edges():
     n = long_edges.SAMPLE_STRIDE * long_edges.SAMPLE_MIN - 1
     X = _points(n, 4, 0)

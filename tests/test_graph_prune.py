@@ -145,14 +145,24 @@ def test_pruned_state_survives_save_load_and_pickle(tree, tmp_path):
     again = pickle.loads(pickle.dumps(index))
     want = index.search(Q, cq, K)
     for other in (loaded, again):
-        assert other.pruned_
+        assert other.pruned_ and other.prune == "auto" and other.prune_comparison_ == index.prune_comparison_
         np.testing.assert_array_equal(other.neighbors_, index.neighbors_)
         for a, b in zip(other.search(Q, cq, K), want):
             np.testing.assert_array_equal(a, b)
     state = index.to_arrays()
     with pytest.raises(ValueError, match="'pruned' must be the integer 1"):
         HyperbolicGraphIndex.from_arrays(dict(state, pruned=np.int64(2)))
-    assert "pruned" not in HyperbolicGraphIndex(random_state=0, prune="never").build(X, cx).to_arrays()
+    never = HyperbolicGraphIndex(random_state=0, prune="never").build(X, cx).to_arrays()
+    assert "pruned" not in never and "prune_comparison" not in never
+    for setting in ("always", "never"):  # the setting comes back too (the default "auto" is not written)
+        built = HyperbolicGraphIndex(random_state=0, ef=16, prune=setting).build(X, cx)
+        assert HyperbolicGraphIndex.from_arrays(built.to_arrays()).prune == setting
+    for bad in (np.int64(3), np.float64(1.0), np.array([1])):
+        with pytest.raises(ValueError, match="'prune_setting' must be an integer in"):
+            HyperbolicGraphIndex.from_arrays(dict(state, prune_setting=bad))
+    for bad in (np.array([1.0]), np.array([1.0, np.nan]), np.array([1, 2])):
+        with pytest.raises(ValueError, match="'prune_comparison' must be two finite floats"):
+            HyperbolicGraphIndex.from_arrays(dict(state, prune_comparison=bad))
 
 
 def test_prune_setting_is_checked_and_described(tree):

@@ -368,6 +368,11 @@ _SPLIT_KEYS = "split_keys"
 # Optional state flag (the integer 1): the search graph is pruned (``pruned_``). Files written before it existed
 # are not.
 _PRUNED = "pruned"
+# Optional state scalar: the position of the ``prune`` setting in PRUNE_SETTINGS; absent for the default "auto"
+# (and in files written before it).
+_PRUNE_SETTING = "prune_setting"
+# Optional state array: ``prune_comparison_`` (two finite floats >= 0); absent when it is ``None``.
+_PRUNE_COMPARISON = "prune_comparison"
 # Optional state array: the groups of exact copies (``copy_groups_``); absent when there are none.
 _COPY_GROUPS = "copy_groups"
 # Optional state scalar: the calibration's evaluations per query at ``ef_`` (``default_evaluations_``); absent
@@ -2488,6 +2493,9 @@ class HyperbolicGraphIndex:
             **({_LEAF_ORDER: np.int64(1)} if self.in_leaf_order_ else {}),
             **({_SPLIT_KEYS: np.int64(1)} if self.split_keys_ else {}),
             **({_PRUNED: np.int64(1)} if self.pruned_ else {}),
+            **({} if self.prune == "auto" else {_PRUNE_SETTING: np.int64(PRUNE_SETTINGS.index(self.prune))}),
+            **({} if self.prune_comparison_ is None else
+               {_PRUNE_COMPARISON: np.array(self.prune_comparison_, dtype=np.float64)}),
             **({_COPY_GROUPS: self.copy_groups_} if self.copy_groups_.shape[0] else {}),
             **({} if np.isnan(self.default_evaluations_) else
                {_DEFAULT_EVALUATIONS: np.float64(self.default_evaluations_)}),
@@ -2519,7 +2527,8 @@ class HyperbolicGraphIndex:
         K, D, ef, leaf_size, n_trees, max_rounds, random_state, ef_ = (int(v) for v in settings)
         target, calib = (float(v) for v in np.asarray(arrays["recalls"]))
         index = cls(n_neighbors=K, max_degree=D, ef=None if ef < 0 else ef, target_recall=target,
-                    leaf_size=leaf_size, n_trees=n_trees, max_rounds=max_rounds, random_state=random_state)
+                    leaf_size=leaf_size, n_trees=n_trees, max_rounds=max_rounds, prune=_stored_prune(arrays),
+                    random_state=random_state)
         stored = np.asarray(arrays["points"])
         index.points_ = np.ascontiguousarray(stored, dtype=np.float32 if stored.dtype == np.float32 else np.float64)
         index.conformal_ = np.ascontiguousarray(arrays["conformal"], dtype=np.float64)
@@ -2541,6 +2550,13 @@ class HyperbolicGraphIndex:
                 raise ValueError(f"HyperbolicGraphIndex state '{_COPY_GROUPS}' needs the points in leaf order "
                                  f"('{_LEAF_ORDER}')")
             index.copy_groups_ = np.ascontiguousarray(groups, dtype=np.int64)
+        if _PRUNE_COMPARISON in arrays:
+            comparison = np.asarray(arrays[_PRUNE_COMPARISON])
+            if (comparison.shape != (2,) or comparison.dtype.kind != "f"
+                    or not np.all((comparison >= 0.0) & (comparison < np.inf))):
+                raise ValueError(f"HyperbolicGraphIndex state '{_PRUNE_COMPARISON}' must be two finite floats >= 0, "
+                                 f"got {comparison!r}")
+            index.prune_comparison_ = (float(comparison[0]), float(comparison[1]))
         if _DEFAULT_EVALUATIONS in arrays:
             evaluations = np.asarray(arrays[_DEFAULT_EVALUATIONS])
             if evaluations.shape != () or evaluations.dtype.kind != "f" or not 0.0 <= evaluations < np.inf:
@@ -2635,6 +2651,17 @@ def _copies_equal_their_nodes(index, block=1 << 16):
                 and np.array_equal(conformal[rows].view(np.uint8), conformal[node].view(np.uint8))):
             return False
     return True
+
+
+def _stored_prune(arrays):
+    """The ``prune`` setting of a stored state (:data:`_PRUNE_SETTING`; absent: ``"auto"``)."""
+    if _PRUNE_SETTING not in arrays:
+        return "auto"
+    code = np.asarray(arrays[_PRUNE_SETTING])
+    if code.shape != () or code.dtype.kind not in "iu" or not 0 <= int(code) < len(PRUNE_SETTINGS):
+        raise ValueError(f"HyperbolicGraphIndex state '{_PRUNE_SETTING}' must be an integer in "
+                         f"[0, {len(PRUNE_SETTINGS)}), got {code!r}")
+    return PRUNE_SETTINGS[int(code)]
 
 
 def _check_state(index, *, full=True):

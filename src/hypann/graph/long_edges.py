@@ -154,7 +154,8 @@ def _long_row(p, points, conf, row, sample, near, near_d, cand_i, cand_d, from_s
     :func:`delta_row`'s bits). A candidate is dominated when a kept point is nearer to it: below
     :data:`~hypann.graph.partition_tree.SPLIT_SUMS_MIN_DIM` coordinates tested one kept point at a time in
     :func:`~hypann.geometry._kernels.sq_dist_row`'s order, from there on by :func:`_dominated_split` (four at
-    a time is no faster at 10-D): :func:`dominated`.
+    a time is no faster at 10-D): :func:`dominated`, with ``delta(p, v)`` then summed the same way (so that an
+    exact copy of ``p`` ties with it, as the rule's ``<`` wants).
     """
     q = points[p]
     cq = conf[p]
@@ -188,7 +189,10 @@ def _long_row(p, points, conf, row, sample, near, near_d, cand_i, cand_d, from_s
     n_out = 0
     for j in range(last + 1):
         v = cand_i[j]
-        if dominated(points, conf, kept, n_kept, v, cand_d[j], split):
+        # delta(p, v) summed as dominated sums delta(u, v): with split sums, delta_split_below's bits, so that a
+        # kept exact copy of p ties with p (cand_d has delta_row's bits, which order the candidates)
+        dv = delta_split_below(points[v], conf[v], q, cq, np.inf) if split else cand_d[j]
+        if dominated(points, conf, kept, n_kept, v, dv, split):
             continue
         kept[n_kept] = v
         n_kept += 1
