@@ -103,6 +103,15 @@ def markdown_table(rows, columns) -> str:
     return "\n".join(lines)
 
 
+def report_rows(name, rows, columns, params):
+    """Print the markdown table of ``rows`` (``columns``), write ``results/<name>.json`` with ``params``, the
+    rows and the table, and print its path."""
+    table = markdown_table(rows, columns)
+    print(table)
+    path = write_json(name, {"params": params, "rows": rows, "table": table})
+    print(f"wrote {path}")
+
+
 class PeakSampler:
     """Largest ``field`` of ``/proc/<this process>/status`` (``"RssAnon"``, ``"VmRSS"``; bytes) while the block runs.
 

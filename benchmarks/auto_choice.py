@@ -16,7 +16,10 @@ thread. The script builds ``HyperbolicIndex(algorithm=...)`` with
 * ``auto``: what ``auto`` chose (and whether it timed), ``old_rule``: what the
   rule before the forty-third session would have chosen from auto's own
   measurement (``f > 1/(1 + 44/sqrt(d))`` below 16 coordinates, ``f > 1/11``
-  from 16 on), and ``auto_vs_best``: auto's speed over the faster of the two.
+  from 16 on), and ``auto_vs_best``: auto's speed over the faster of the two;
+* ``auto_build_s`` / ``count_only_build_s``: auto's build, and the same build
+  with ``scan_fraction`` set to its default cut (the count decides alone, no
+  timing), each the second of two builds.
 
 Every index must give the same distances (all three are exact): checked bit for bit.
 
@@ -37,8 +40,9 @@ import numba
 import numpy as np
 
 import hypann
-from _common import family_split, markdown_table, write_json
+from _common import family_split, report_rows
 from hypann.datasets.families import FAMILIES
+from hypann.search.auto import SCAN_FRACTION
 
 K = 10
 #: The rule before the forty-third session: r(d) = 1 + 44/sqrt(d) below 16 coordinates, 11 from 16 on.
@@ -74,7 +78,18 @@ def measure_case(name, dim, args):
     n = len(base)
     indexes = {algo: hypann.HyperbolicIndex(algorithm=algo, n_jobs=1, random_state=args.seed,
                                             verbose=False).build(base)
-               for algo in ("hkdtree", "brute", "auto")}
+               for algo in ("hkdtree", "brute")}
+    # auto's build twice (the second one timed): as it is, and with the count alone deciding at the same cut
+    # (a given scan_fraction times nothing), which is the build without the timing
+    builds = {}
+    for label, params in (("auto", {}), ("count_only", {"scan_fraction": SCAN_FRACTION})):
+        for _ in range(2):
+            t0 = time.perf_counter()
+            index = hypann.HyperbolicIndex(algorithm="auto", n_jobs=1, random_state=args.seed, verbose=False,
+                                           **params).build(base)
+            builds[label] = time.perf_counter() - t0
+        if label == "auto":
+            indexes["auto"] = index
     times = {algo: [] for algo in indexes}
     results = {}
     for _ in range(args.repeats):
@@ -89,13 +104,13 @@ def measure_case(name, dim, args):
     us = {algo: 1e6 * float(np.median(t)) / len(queries) for algo, t in times.items()}
     f = float(results["hkdtree"].stats.samples.mean()) / n
     auto = indexes["auto"].algorithm_
+    old = old_rule(auto.examined_fraction_, dim)
+    best = min(us["hkdtree"], us["brute"])
     return {"family": name, "dim": dim, "n": n, "f": f, "tree_us": us["hkdtree"], "scan_us": us["brute"],
             "tree_over_scan": us["hkdtree"] / us["brute"], "r": us["hkdtree"] / us["brute"] / f,
             "auto_f": auto.examined_fraction_, "auto": auto.choice_ + (" (timed)" if auto.timing_ else ""),
-            "old_rule": old_rule(auto.examined_fraction_, dim),
-            "auto_us": us["auto"], "auto_vs_best": min(us["hkdtree"], us["brute"]) / us["auto"],
-            "old_vs_best": min(us["hkdtree"], us["brute"]) / us[
-                "hkdtree" if old_rule(auto.examined_fraction_, dim) == "hkdtree" else "brute"]}
+            "old_rule": old, "auto_us": us["auto"], "auto_vs_best": best / us["auto"], "old_vs_best": best / us[old],
+            "auto_build_s": builds["auto"], "count_only_build_s": builds["count_only"]}
 
 
 def main(argv=None):
@@ -122,11 +137,8 @@ def main(argv=None):
                   f"{row['tree_over_scan']:.3f} r={row['r']:.2f} auto={row['auto']} old={row['old_rule']} "
                   f"auto/best={row['auto_vs_best']:.2f} old/best={row['old_vs_best']:.2f}", flush=True)
     cols = ["family", "dim", "n", "f", "tree_us", "scan_us", "tree_over_scan", "r", "auto", "old_rule",
-            "auto_vs_best", "old_vs_best"]
-    table = markdown_table(rows, cols)
-    print(table)
-    path = write_json(args.out, {"params": {**vars(args), "k": K}, "rows": rows, "table": table})
-    print(f"wrote {path}")
+            "auto_vs_best", "old_vs_best", "auto_build_s", "count_only_build_s"]
+    report_rows(args.out, rows, cols, {**vars(args), "k": K})
 
 
 if __name__ == "__main__":

@@ -36,7 +36,7 @@ import numba
 import numpy as np
 
 import hypann
-from _common import family_cases, family_split, markdown_table, write_json
+from _common import family_cases, family_split, report_rows
 from hypann.datasets.families import FAMILIES
 
 K = 10
@@ -111,10 +111,7 @@ def main(argv=None):
               f"{best['leaf_size']} ({best['batch_vs_baseline']:.2f}x leaf_size={args.baseline})", flush=True)
     cols = ["family", "dim", "n", "leaf_size", "batch_us", "batch_vs_baseline", "single_us", "single_vs_baseline",
             "samples", "build_s", "bytes_per_point"]
-    table = markdown_table(rows, cols)
-    print(table)
-    path = write_json(args.out, {"params": {**vars(args), "k": K}, "rows": rows, "table": table})
-    print(f"wrote {path}")
+    report_rows(args.out, rows, cols, {**vars(args), "k": K})
 
 
 if __name__ == "__main__":

@@ -22,7 +22,8 @@ each made here by a process of its own (Poincare ball, curvature 1):
 
 For each, ``--n`` base points and ``--queries`` held-out queries from the same
 generator; ``HyperbolicIndex()`` (``auto``), ``"hkdtree"`` and ``"graph"``
-at their defaults, on ``NUMBA_NUM_THREADS`` threads. Per method:
+at their defaults (``--unpruned``: also the graph with ``prune="never"``), on
+``NUMBA_NUM_THREADS`` threads. Per method:
 
 * ``exact``: every returned distance equal, within 1e-12 relative, to float64
   numpy brute force's distance at the same rank
@@ -48,13 +49,15 @@ import time
 import numpy as np
 
 import hypann
-from _common import markdown_table, write_json
+from _common import report_rows
 from hypann.eval.numpy_brute import numpy_brute_knn
 from hypann.metrics import recall_per_query
 
 K = 10
 BOUNDARY_FRACTION = 0.1
-METHODS = ("auto", "hkdtree", "graph")
+#: (label, HyperbolicIndex settings): the defaults, and the graph unpruned (``--unpruned``)
+METHODS = (("auto", {"algorithm": "auto"}), ("hkdtree", {"algorithm": "hkdtree"}), ("graph", {"algorithm": "graph"}))
+UNPRUNED = ("graph, prune=never", {"algorithm": "graph", "prune": "never"})
 
 
 def _on_ball(directions, radius):
@@ -117,9 +120,9 @@ def measure(name, args):
     conformal = 1.0 - np.einsum("ij,ij->i", queries, queries)
     boundary = np.argsort(conformal, kind="stable")[:max(1, int(round(BOUNDARY_FRACTION * len(queries))))]
     rows = []
-    for method in METHODS:
+    for method, settings in METHODS + ((UNPRUNED,) if args.unpruned else ()):
         t0 = time.perf_counter()
-        index = hypann.HyperbolicIndex(algorithm=method, random_state=args.seed, verbose=False).build(base)
+        index = hypann.HyperbolicIndex(**settings, random_state=args.seed, verbose=False).build(base)
         build_s = time.perf_counter() - t0
         index.search(queries, K)  # warm
         t0 = time.perf_counter()
@@ -145,6 +148,7 @@ def main(argv=None):
     ap.add_argument("--n", type=int, default=50_000)
     ap.add_argument("--queries", type=int, default=1000)
     ap.add_argument("--brute-queries", type=int, default=100)
+    ap.add_argument("--unpruned", action="store_true", help="also the graph with prune='never'")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default="independent_data", help="name of the results/<out>.json file")
     args = ap.parse_args(argv)
@@ -152,10 +156,7 @@ def main(argv=None):
     for name in args.data.split(","):
         rows += measure(name, args)
     cols = ["data", "dim", "n", "method", "exact", "recall", "boundary_recall", "speedup", "build_s", "describe"]
-    table = markdown_table(rows, cols)
-    print(table)
-    path = write_json(args.out, {"params": {**vars(args), "k": K}, "rows": rows, "table": table})
-    print(f"wrote {path}")
+    report_rows(args.out, rows, cols, {**vars(args), "k": K})
 
 
 if __name__ == "__main__":

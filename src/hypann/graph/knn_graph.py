@@ -1958,8 +1958,8 @@ class HyperbolicGraphIndex:
         written before pruning existed.
     prune_comparison_ : tuple of float or None
         ``prune="auto"``: the ``default_evaluations_`` of the pruned and of
-        the unpruned graph, which the choice compared (``None`` otherwise,
-        and after a load).
+        the unpruned graph, which the choice compared (``None`` otherwise;
+        saved and loaded with the index).
     ef_ : int
         Default search list size (``ef`` or the calibrated value).
     calibration_recall_ : float
@@ -2190,11 +2190,12 @@ class HyperbolicGraphIndex:
                 # queries' threshold, searched for): put back as they are if the pruned graph is not kept
                 unpruned = self.neighbors_, self.__dict__.get("_kernel_structure")
                 calibrated = self.ef_, self.calibration_recall_, self.default_evaluations_, best
+                unpruned_evaluations = self.default_evaluations_
                 self._use_neighbors(pruned, pruned=True)
                 best = self._calibrate(sample, truth, target)
-                self.prune_comparison_ = (self.default_evaluations_, calibrated[2])
+                self.prune_comparison_ = (self.default_evaluations_, unpruned_evaluations)
                 if not (self.calibration_recall_ >= target
-                        and self.default_evaluations_ <= PRUNE_EVALUATIONS * calibrated[2]):
+                        and self.default_evaluations_ <= PRUNE_EVALUATIONS * unpruned_evaluations):
                     self._use_neighbors(*unpruned, pruned=False)
                     self.ef_, self.calibration_recall_, self.default_evaluations_, best = calibrated
                 del pruned, unpruned

@@ -226,9 +226,11 @@ class AutoSearch(SearchAlgorithm):
             tree_s, scan_s = self.timing_
             return (text + f" (between {TREE_FRACTION:.2%} and {self.threshold_:.2%}: timed on them, kd-tree "
                     f"{1e3 * tree_s:.3g} ms, scan {1e3 * scan_s:.3g} ms)")
-        verdict = ">" if self.choice_ == "brute" else "<="
-        cut = self.threshold_ if self.choice_ == "brute" or self.scan_fraction is not None else TREE_FRACTION
-        return text + f" ({verdict} {'scan' if cut == self.threshold_ else 'kd-tree'} threshold {cut:.2%})"
+        if self.choice_ == "brute":
+            return text + f" (> scan threshold {self.threshold_:.2%})"
+        if self.scan_fraction is not None:  # the one cut given: the tree below it
+            return text + f" (<= scan threshold {self.threshold_:.2%})"
+        return text + f" (<= kd-tree threshold {TREE_FRACTION:.2%})"
 
     # -- state ----------------------------------------------------------------
     def get_state(self):
@@ -298,8 +300,8 @@ def _time_tree_and_scan(tree, queries, q_conformal, k):
     for the count).
 
     Both on one numba thread (and so one BLAS thread): the cost per query is what decides, and on a machine
-    whose other cores are busy a scan on all threads waits for the slowest of them (64 queries over 4,000
-    16-D points: 0.9 ms on one thread, 7.9 ms on two with the other core taken)."""
+    whose other cores are busy a scan on all threads waits for the slowest of them, while the tree's queries
+    do not wait for each other (so a timing on all threads can favour the tree by the machine's load)."""
     points, conformal = tree.points_, tree.conformal_
     best = [np.inf, np.inf]
     with numba_threads(1):
