@@ -358,6 +358,40 @@ def test_calibration_short_of_its_target_keeps_the_smallest_ef_near_the_best(n_n
     assert stub.calls == [10, 12, 16]
 
 
+def test_calibration_sample_adds_points_of_the_boundary_tenth():
+    """256 nodes at random and 128 of the tenth with the smallest ``1-|x|^2``, sorted, marked, drawn by the
+    seed; all of them (and the whole boundary tenth) when there are fewer nodes."""
+    conf = np.random.default_rng(3).uniform(1e-9, 1.0, 5000)
+    sample, boundary = knn_graph._calibration_sample(conf, np.random.default_rng(0))
+    assert np.all(np.diff(sample) >= 0) and sample.dtype == np.int64
+    assert (~boundary).sum() == knn_graph.CALIBRATION_SIZE and boundary.sum() == knn_graph.CALIBRATION_BOUNDARY_SIZE
+    assert len(set(sample[~boundary])) == knn_graph.CALIBRATION_SIZE
+    assert len(set(sample[boundary])) == knn_graph.CALIBRATION_BOUNDARY_SIZE
+    tenth = np.sort(conf)[499]
+    assert np.all(conf[sample[boundary]] <= tenth)
+    again = knn_graph._calibration_sample(conf, np.random.default_rng(0))
+    assert np.array_equal(again[0], sample) and np.array_equal(again[1], boundary)
+    small, edge = knn_graph._calibration_sample(conf[:30], np.random.default_rng(0))
+    assert sorted(small[~edge]) == list(range(30))
+    assert sorted(small[edge]) == sorted(np.argsort(conf[:30], kind="stable")[:3])
+
+
+def test_calibration_reaches_the_target_on_the_boundary_sample_too():
+    """The uniform part finds its neighbours at ``ef`` 10, the boundary part only from ``ef`` 24: the
+    calibration keeps 24, and its recall is the lower of the two parts'."""
+    sample, truth = np.arange(384), np.ones((384, K))
+    boundary = np.arange(384) >= 256
+    stub = _LadderStub(384, lambda ef: 256 if ef < 24 else 384)
+    assert knn_graph._calibrate_ef(stub, sample, truth, 0.98, boundary) == (24, 1.0, 1.0)
+    # without a mask the mean over the whole sample decides: 2/3 until ef 24
+    assert knn_graph._calibrate_ef(_LadderStub(384, lambda ef: 256 if ef < 24 else 384), sample, truth,
+                                   0.6) == (10, 256 / 384, 256 / 384)
+    # the lower part decides, also short of the target: boundary at 0.5 until 128, uniform found at once
+    stub = _LadderStub(384, lambda ef: 320 if ef < 128 else 350)
+    ef, rec, best = knn_graph._calibrate_ef(stub, sample, truth, 0.98, boundary)
+    assert (ef, rec, best) == (128, 94 / 128, 94 / 128)
+
+
 def test_near_duplicates_do_not_make_the_default_list_as_long_as_the_data(caplog, monkeypatch):
     """Groups of ten points 1e-9 apart (tangent space), 10-D: some groups have no edge in from the rest of the
     graph, and a target of 1.0 is out of reach at every ``ef``. The calibration keeps a short list and warns,
