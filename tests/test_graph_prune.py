@@ -20,7 +20,7 @@ pytestmark = pytest.mark.kernels  # also run under NUMBA_BOUNDSCHECK=1 (make tes
 K = 10
 
 
-def _reference(points, conf, nbrs, n_first, keep):
+def _reference(points, conf, nbrs, n_first, keep, mute):
     """The rule of :func:`~hypann.graph.knn_graph.relative_neighbourhood_rows` written out with Python lists."""
     d = lambda a, b: delta_row(points[a], conf[a], points[b], conf[b])  # noqa: E731
     out = np.full(nbrs.shape, -1, dtype=np.int32)
@@ -28,7 +28,7 @@ def _reference(points, conf, nbrs, n_first, keep):
         ids = [int(v) for v in row if v >= 0]
         first, near = ids[: n_first[p]], []
         for v in ids[n_first[p] :]:
-            if len(near) < keep or not any(d(u, v) < d(p, v) for u in near):
+            if len(near) < keep or not any(d(u, v) < d(p, v) for u in near if not mute[u]):
                 near.append(v)
         out[p, : len(first) + len(near)] = first + near
     return out
@@ -48,8 +48,9 @@ def _points(rng, n, dim):
 
 @settings(max_examples=25, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), dim=st.sampled_from([2, 5, 10, 17]), keep=st.integers(0, 6),
-       n_first=st.integers(0, 3), float32=st.booleans())
-def test_pruned_rows_follow_the_rule(seed, dim, keep, n_first, float32):
+       n_first=st.integers(0, 3), float32=st.booleans(), muted=st.sampled_from([0.0, 0.3, 1.0]))
+def test_pruned_rows_follow_the_rule(seed, dim, keep, n_first, float32, muted):
+    """The kernel against the rule in plain Python, with a share ``muted`` of the points unable to dominate."""
     rng = np.random.default_rng(seed)
     n, D = 60, 12
     X = _points(rng, n, dim)
@@ -65,8 +66,9 @@ def test_pruned_rows_follow_the_rule(seed, dim, keep, n_first, float32):
         first = list(rng.choice(others, n_first, replace=False))
         rest = [v for v in order if v not in first][: int(rng.integers(0, D - n_first + 1))]
         nbrs[p, : n_first + len(rest)] = first + rest
-    got = knn_graph.relative_neighbourhood_rows(X, cx, nbrs, firsts, np.int64(keep))
-    np.testing.assert_array_equal(got, _reference(X, cx, nbrs, firsts, keep))
+    mute = rng.random(n) < muted
+    got = knn_graph.relative_neighbourhood_rows(X, cx, nbrs, firsts, np.int64(keep), mute)
+    np.testing.assert_array_equal(got, _reference(X, cx, nbrs, firsts, keep, mute))
     # a pruned row is its row with entries left out, in the same order
     for p in range(n):
         kept = got[p][got[p] >= 0].tolist()
@@ -81,11 +83,15 @@ def test_the_rule_drops_what_a_kept_neighbour_is_nearer_to():
     cx = conformal_factor(X)
     nbrs = np.array([[1, 3, 2, -1], [0, 2, 3, -1], [1, 0, 3, -1], [0, 1, 2, -1]], dtype=np.int32)
     none = np.zeros(4, dtype=np.uint8)
-    got = knn_graph.relative_neighbourhood_rows(X, cx, nbrs, none, np.int64(1))
+    free = np.zeros(4, dtype=np.bool_)
+    got = knn_graph.relative_neighbourhood_rows(X, cx, nbrs, none, np.int64(1), free)
     assert got[0].tolist() == [1, 3, -1, -1]  # 2 lies behind 1; 3 does not lie behind 1
-    assert knn_graph.relative_neighbourhood_rows(X, cx, nbrs, none, np.int64(3))[0].tolist() == [1, 3, 2, -1]
+    assert knn_graph.relative_neighbourhood_rows(X, cx, nbrs, none, np.int64(3), free)[0].tolist() == [1, 3, 2, -1]
     first = np.array([2, 0, 0, 0], dtype=np.uint8)  # the first edges stay, and prune nothing (none kept besides)
-    assert knn_graph.relative_neighbourhood_rows(X, cx, nbrs, first, np.int64(0))[0].tolist() == [1, 3, 2, -1]
+    assert knn_graph.relative_neighbourhood_rows(X, cx, nbrs, first, np.int64(0), free)[0].tolist() == [1, 3, 2, -1]
+    # a muted 1 is kept but dominates nothing: 2 stays
+    mute = np.array([False, True, False, False])
+    assert knn_graph.relative_neighbourhood_rows(X, cx, nbrs, none, np.int64(1), mute)[0].tolist() == [1, 3, 2, -1]
 
 
 @pytest.fixture(scope="module")
@@ -114,6 +120,22 @@ def test_auto_prunes_the_tree_and_keeps_its_recall(tree):
         res = index.search(Q, cq, K)
         assert hypann.metrics.recall(res.deltas, true_d, K, epsilon=1e-12) >= 0.98
     assert np.mean(auto.search(Q, cq, K, ef=10).samples) < np.mean(never.search(Q, cq, K, ef=10).samples)
+
+
+def test_the_calibration_sample_prunes_no_other_row(tree):
+    """The nodes the calibration leaves out one at a time dominate nothing: a row pruned with a calibration
+    differs from the row pruned without one (a given ``ef``) only where the latter kept a sampled node."""
+    X, cx, _, _ = tree
+    calibrated = HyperbolicGraphIndex(random_state=0, prune="always").build(X, cx)
+    given = HyperbolicGraphIndex(random_state=0, prune="always", ef=10).build(X, cx)
+    sample, _ = knn_graph._calibration_sample(cx, np.random.default_rng(0))
+    never = HyperbolicGraphIndex(random_state=0, prune="never", ef=10).build(X, cx)
+    differ = np.flatnonzero(np.any(calibrated.neighbors_ != given.neighbors_, axis=1))
+    assert differ.size > 0
+    for p in differ:
+        assert np.isin(given.neighbors_[p], sample).any()
+        row = calibrated.neighbors_[p]
+        assert set(row[row >= 0].tolist()) <= set(never.neighbors_[p].tolist())
 
 
 def test_auto_keeps_every_edge_where_pruning_costs_recall():
