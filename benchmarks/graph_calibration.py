@@ -6,7 +6,8 @@ uniformly and, since the forty-fourth session, also on
 :data:`~hypann.graph.knn_graph.CALIBRATION_BOUNDARY_SIZE` nodes of the
 boundary tenth (:func:`~hypann.graph.knn_graph._calibration_sample`). This
 script builds the default graph both ways (``"without"``: the boundary sample
-size set to 0, the earlier calibration) on the families of
+size set to 0, the uniform sample alone; in both the sampled nodes prune no
+other row) on the families of
 :mod:`hypann.datasets.families` (``--families``, ``--dims``) and on the
 generators of ``independent_data.py`` (``--data``), and reports for each:
 ``ef_``, whether ``prune="auto"`` kept the pruned graph, recall@10 and

@@ -1339,8 +1339,10 @@ def relative_neighbourhood_rows(points, conf, nbrs, n_first, keep, mute):
     dominates nothing: the points the calibration searches leave-one-out.
     A left-out point cannot relay the walk to the neighbours it took from
     other rows, which a held-out query never took, so without this the
-    calibration underrates the pruned graph (on the 10-D tree, leave-one-out
-    recall 0.998 where held-out queries get 0.9999; with it, 1.0).
+    calibration underrates the pruned graph (100,000 points of the 10-D tree:
+    leave-one-out recall 0.998 where held-out queries get 0.9999, with the
+    mask 1.0; ``docs/benchmarks.md``, "The calibration holds the boundary
+    too").
     """
     n, D = nbrs.shape
     split = split_sums_for(points.shape[1])
