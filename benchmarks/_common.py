@@ -17,7 +17,7 @@ sys.path.insert(0, ROOT)
 from _proc import status_bytes  # noqa: E402
 from hypann.eval.timing import median_time  # noqa: E402  (re-exported for the scripts)
 
-__all__ = ["ROOT", "WORDNET_POINTS", "PeakSampler", "family_arguments", "family_cases", "family_split", "git_sha",
+__all__ = ["ROOT", "WORDNET_POINTS", "PeakSampler", "boundary_rows", "family_arguments", "family_cases", "family_split", "git_sha",
            "machine", "markdown_table", "median_time", "status_bytes", "write_json"]
 
 
@@ -89,6 +89,17 @@ def family_split(name, dim, args):
     base_ids, query_ids = holdout_split(len(points), args.queries, seed=args.seed)
     X, Q = np.ascontiguousarray(points[base_ids]), np.ascontiguousarray(points[query_ids])
     return n, X, conformal_factor(X), Q, conformal_factor(Q)
+
+
+#: Share of the queries, nearest the boundary, over which the boundary recall is taken (issue 11).
+BOUNDARY_FRACTION = 0.1
+
+
+def boundary_rows(q_conformal):
+    """The rows of the :data:`BOUNDARY_FRACTION` of the queries (at least one) with the smallest ``1-|q|^2``
+    (``q_conformal``), the boundary recall's queries."""
+    n_boundary = max(1, int(round(BOUNDARY_FRACTION * len(q_conformal))))
+    return np.argsort(q_conformal, kind="stable")[:n_boundary]
 
 
 def markdown_table(rows, columns) -> str:

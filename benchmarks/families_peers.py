@@ -87,7 +87,7 @@ from numba.core import event as numba_event
 
 import hypann
 import peers
-from _common import ROOT, WORDNET_POINTS, family_arguments, markdown_table, write_json
+from _common import ROOT, WORDNET_POINTS, boundary_rows, family_arguments, markdown_table, write_json
 from hypann.datasets.base import holdout_split
 from hypann.datasets.families import FAMILIES, make_family
 from hypann.eval.numpy_brute import numpy_brute_knn
@@ -97,7 +97,6 @@ K = 10
 EFS = (10, 16, 32, 64, 128)
 PYNND_EPSILONS = (0.0, 0.1, 0.2, 0.4, 0.8)
 USEARCH_EXPANSIONS = (16, 32, 64, 128, 256)
-BOUNDARY_FRACTION = 0.10
 HYPANN = "hypann"
 PEER = "peer"
 
@@ -330,8 +329,7 @@ def run_case(name, dim, args, progress):
     numba.set_num_threads(1)
     queries = problem.queries
     _, q_lift = problem.lifted(np.float64)
-    n_boundary = max(1, int(round(BOUNDARY_FRACTION * len(queries))))
-    boundary = np.argsort(problem.query_conformal, kind="stable")[:n_boundary]
+    boundary = boundary_rows(problem.query_conformal)
     progress(f"[{name} {dim}-D n={len(problem.base)}] truth {problem.truth_s:.1f}s; boundary queries: "
              f"1-|q|^2 <= {problem.query_conformal[boundary].max():.3g}")
 
@@ -398,7 +396,7 @@ def run_case(name, dim, args, progress):
                  f"{row['speedup']:8.1f}x brute  single {row['single_ms']:.3f} ms  "
                  + "  ".join(f"{k} {v:.1f}" if isinstance(v, float) else f"{k} {v}" for k, v in st.build.items()))
     case = {"family": name, "dim": dim, "n": len(problem.base), "queries": len(queries), "brute_qps": brute_qps,
-            "brute_queries": nb, "brute_s": brute_times, "boundary_queries": n_boundary,
+            "brute_queries": nb, "brute_s": brute_times, "boundary_queries": len(boundary),
             "boundary_max_conformal": float(problem.query_conformal[boundary].max()),
             "truth_s": problem.truth_s, "seconds": time.perf_counter() - t_case,
             "loadavg_end": os.getloadavg()}

@@ -1,25 +1,36 @@
-"""The graph's ``ef`` calibration with and without its boundary sample.
+"""The graph's ``ef`` calibration: its boundary sample, and leave-one-out against held-out recall.
 
 ``HyperbolicGraphIndex`` calibrates its default ``ef_`` by leave-one-out
 recall@10 on :data:`~hypann.graph.knn_graph.CALIBRATION_SIZE` nodes drawn
 uniformly and, since the forty-fourth session, also on
 :data:`~hypann.graph.knn_graph.CALIBRATION_BOUNDARY_SIZE` nodes of the
-boundary tenth (:func:`~hypann.graph.knn_graph._calibration_sample`). This
-script builds the default graph both ways (``"without"``: the boundary sample
-size set to 0, the uniform sample alone; in both the sampled nodes prune no
-other row) on the families of
-:mod:`hypann.datasets.families` (``--families``, ``--dims``) and on the
-generators of ``independent_data.py`` (``--data``), and reports for each:
-``ef_``, whether ``prune="auto"`` kept the pruned graph, recall@10 and
-boundary recall (the 10% of held-out queries nearest the boundary) of the
-default search, the calibration's evaluations per query, and the default
-search's batch time per query (one numba thread, both indexes timed in turn,
-median of ``--repeats``). The data are made as in ``families_peers.py`` and
-``independent_data.py``.
+boundary tenth (:func:`~hypann.graph.knn_graph._calibration_sample`); the
+sampled nodes prune no other row (``relative_neighbourhood_rows``' ``mute``).
+
+Default mode: the default graph built both ways (``"without"``: the boundary
+sample size set to 0, the uniform sample alone; in both the sampled nodes
+prune no other row) on the families of :mod:`hypann.datasets.families`
+(``--families``, ``--dims``) and on the generators of ``independent_data.py``
+(``--data``). For each: ``ef_``, whether ``prune="auto"`` kept the pruned
+graph, recall@10 and boundary recall (the 10% of held-out queries nearest the
+boundary) of the default search, the calibration's evaluations per query, and
+the default search's batch time per query (one numba thread, both indexes
+timed in turn, median of ``--repeats``).
+
+``--leave-one-out``: the pruned graph (``prune="always"``) built with a
+calibration (its sample muted) and with a given ``ef`` (no calibration, nothing
+muted); each searched at ``--ef`` by the calibration's sample leave-one-out
+(its uniform and its boundary part) and by the held-out queries (all, and the
+boundary tenth), and the share of rows in which the two graphs differ. So the
+leave-one-out estimate of each graph can be read against held-out recall.
+
+The data are made as in ``families_peers.py`` and ``independent_data.py``.
 
 Usage::
 
     NUMBA_NUM_THREADS=2 python benchmarks/graph_calibration.py --n 100000
+    NUMBA_NUM_THREADS=2 python benchmarks/graph_calibration.py --n 100000 --leave-one-out --dims 10 \\
+        --families hierarchical_tree,wordnet_nouns --data rays
 
 Writes ``results/graph_calibration.json`` (``--out``) and prints a markdown table.
 """
@@ -34,13 +45,14 @@ import numpy as np
 
 import hypann
 import independent_data
-from _common import family_cases, family_split, report_rows
+from _common import boundary_rows, family_cases, family_split, report_rows
 from hypann.eval.numpy_brute import numpy_brute_knn
-from hypann.graph import knn_graph
+from hypann.geometry._kernels import conformal_factor
+from hypann.geometry.gram_scan import knn_delta_scan
+from hypann.graph import HyperbolicGraphIndex, knn_graph
 from hypann.metrics import recall_per_query
 
 K = 10
-BOUNDARY_FRACTION = 0.1
 VARIANTS = (("without", 0), ("with", knn_graph.CALIBRATION_BOUNDARY_SIZE))
 
 
@@ -51,16 +63,14 @@ def cases(args):
             _, X, _, Q, _ = family_split(name, dim, args)
             yield name, dim, X, Q
     for name in filter(None, args.data.split(",")):
-        rng = np.random.default_rng([args.seed, list(independent_data.GENERATORS).index(name)])
-        points = independent_data.GENERATORS[name](args.n + args.queries, rng)
-        points = points[rng.permutation(len(points))]
-        yield name, points.shape[1], points[:args.n], points[args.n:]
+        base, queries = independent_data.generate_split(name, args.n, args.queries, args.seed)
+        yield name, base.shape[1], base, queries
 
 
 def measure(name, dim, base, queries, args):
+    """The default graph with and without the boundary sample: two rows."""
     _, true_d = numpy_brute_knn(queries, base, K)
-    conformal = 1.0 - np.einsum("ij,ij->i", queries, queries)
-    boundary = np.argsort(conformal, kind="stable")[:max(1, int(round(BOUNDARY_FRACTION * len(queries))))]
+    boundary = boundary_rows(1.0 - np.einsum("ij,ij->i", queries, queries))
     built = {}
     try:
         for label, size in VARIANTS:
@@ -74,10 +84,11 @@ def measure(name, dim, base, queries, args):
     numba.set_num_threads(1)
     try:
         times = {label: [] for label, _ in VARIANTS}
+        found = {}
         for _ in range(args.repeats):
             for label, _ in VARIANTS:
                 t0 = time.perf_counter()
-                built[label][0].search(queries, K)
+                found[label] = built[label][0].search(queries, K)
                 times[label].append(time.perf_counter() - t0)
     finally:
         numba.set_num_threads(threads)
@@ -85,7 +96,7 @@ def measure(name, dim, base, queries, args):
     for label, _ in VARIANTS:
         index, build_s = built[label]
         graph = index.algorithm_.graph_
-        per_query = recall_per_query(index.search(queries, K).distances, true_d, K, epsilon=1e-9)
+        per_query = recall_per_query(found[label].distances, true_d, K, epsilon=1e-9)
         rows.append({"data": name, "dim": dim, "n": len(base), "calibration": label, "ef_": graph.ef_,
                      "pruned": bool(graph.pruned_), "recall": float(per_query.mean()),
                      "boundary_recall": float(per_query[boundary].mean()),
@@ -95,6 +106,36 @@ def measure(name, dim, base, queries, args):
     for r in rows:
         print(f"{name} {dim}-D {r['calibration']}: ef_ {r['ef_']} pruned {r['pruned']} recall {r['recall']:.4f} "
               f"boundary {r['boundary_recall']:.4f} {r['us_per_query']:.1f} us/query", flush=True)
+    return rows
+
+
+def leave_one_out(name, dim, base, queries, args):
+    """The pruned graph with its calibration sample muted and unmuted: leave-one-out against held-out recall
+    at ``args.ef`` (two rows)."""
+    cx, cq = conformal_factor(base), conformal_factor(queries)
+    _, true_q = knn_delta_scan(queries, cq, base, cx, K)
+    boundary = boundary_rows(cq)
+    # the graph's own sample (same seed, nodes in input order: no keep_order, so every point is a node)
+    sample, edge = knn_graph._calibration_sample(cx, np.random.default_rng(args.seed))
+    truth = knn_graph._leave_one_out_truth(base, cx, sample, K)
+    graphs = {"sample muted": HyperbolicGraphIndex(random_state=args.seed, prune="always").build(base, cx),
+              "nothing muted": HyperbolicGraphIndex(random_state=args.seed, prune="always",
+                                                    ef=args.ef).build(base, cx)}
+    differ = float(np.mean(np.any(graphs["sample muted"].neighbors_ != graphs["nothing muted"].neighbors_, axis=1)))
+    rows = []
+    for label, graph in graphs.items():
+        _, deltas, _ = graph._run(base[sample], cx[sample], K, args.ef, None, sample, copies=False)
+        loo = recall_per_query(deltas, truth, K, epsilon=knn_graph.RECALL_RTOL)
+        held = recall_per_query(graph.search(queries, cq, K, ef=args.ef).deltas, true_q, K,
+                                epsilon=knn_graph.RECALL_RTOL)
+        rows.append({"data": name, "dim": dim, "n": len(base), "graph": label, "ef": args.ef,
+                     "loo_recall": float(loo[~edge].mean()), "loo_boundary_recall": float(loo[edge].mean()),
+                     "heldout_recall": float(held.mean()), "heldout_boundary_recall": float(held[boundary].mean()),
+                     "rows_differing": differ})
+        r = rows[-1]
+        print(f"{name} {dim}-D pruned, {label}: leave-one-out {r['loo_recall']:.4f} / boundary "
+              f"{r['loo_boundary_recall']:.4f}; held-out {r['heldout_recall']:.4f} / boundary "
+              f"{r['heldout_boundary_recall']:.4f}", flush=True)
     return rows
 
 
@@ -108,15 +149,25 @@ def main(argv=None):
     ap.add_argument("--data", default=",".join(independent_data.GENERATORS),
                     help="comma-separated generators of independent_data.py; empty: none")
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--leave-one-out", action="store_true",
+                    help="leave-one-out against held-out recall of the pruned graph, its sample muted or not")
+    ap.add_argument("--ef", type=int, default=10, help="list size of --leave-one-out")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", default="graph_calibration", help="name of the results/<out>.json file")
+    ap.add_argument("--out", default=None, help="name of the results/<out>.json file (default: graph_calibration, "
+                                                "graph_calibration_loo with --leave-one-out)")
     args = ap.parse_args(argv)
+    run = leave_one_out if args.leave_one_out else measure
     rows = []
     for name, dim, base, queries in cases(args):
-        rows += measure(name, dim, base, queries, args)
-    cols = ["data", "dim", "n", "calibration", "ef_", "pruned", "recall", "boundary_recall", "evaluations",
-            "us_per_query", "time_vs_without", "build_s"]
-    report_rows(args.out, rows, cols, {**vars(args), "k": K})
+        rows += run(name, dim, base, queries, args)
+    if args.leave_one_out:
+        cols = ["data", "dim", "n", "graph", "ef", "loo_recall", "loo_boundary_recall", "heldout_recall",
+                "heldout_boundary_recall", "rows_differing"]
+    else:
+        cols = ["data", "dim", "n", "calibration", "ef_", "pruned", "recall", "boundary_recall", "evaluations",
+                "us_per_query", "time_vs_without", "build_s"]
+    out = args.out or ("graph_calibration_loo" if args.leave_one_out else "graph_calibration")
+    report_rows(out, rows, cols, {**vars(args), "k": K})
 
 
 if __name__ == "__main__":

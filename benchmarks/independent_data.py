@@ -49,12 +49,11 @@ import time
 import numpy as np
 
 import hypann
-from _common import report_rows
+from _common import boundary_rows, report_rows
 from hypann.eval.numpy_brute import numpy_brute_knn
 from hypann.metrics import recall_per_query
 
 K = 10
-BOUNDARY_FRACTION = 0.1
 #: (label, HyperbolicIndex settings): the defaults, and the graph unpruned (``--unpruned``)
 METHODS = (("auto", {"algorithm": "auto"}), ("hkdtree", {"algorithm": "hkdtree"}), ("graph", {"algorithm": "graph"}))
 UNPRUNED = ("graph, prune=never", {"algorithm": "graph", "prune": "never"})
@@ -106,19 +105,24 @@ GENERATORS = {"rays": rays, "sphere": sphere, "lowrank": lowrank, "meru_like": m
               "near_duplicates": near_duplicates}
 
 
-def measure(name, args):
-    rng = np.random.default_rng([args.seed, list(GENERATORS).index(name)])
-    points = GENERATORS[name](args.n + args.queries, rng)
+def generate_split(name, n, n_queries, seed):
+    """``n`` base points and ``n_queries`` held-out queries of the generator ``name``, shuffled together (the
+    generator's own seed: ``[seed, its position in GENERATORS]``)."""
+    rng = np.random.default_rng([seed, list(GENERATORS).index(name)])
+    points = GENERATORS[name](n + n_queries, rng)
     points = points[rng.permutation(len(points))]
     if not np.all(np.linalg.norm(points, axis=1) < 1.0):
         raise AssertionError(f"{name}: a generated point is not inside the ball")
-    base, queries = points[:args.n], points[args.n:]
+    return points[:n], points[n:]
+
+
+def measure(name, args):
+    base, queries = generate_split(name, args.n, args.queries, args.seed)
     _, true_d = numpy_brute_knn(queries, base, K)
     t0 = time.perf_counter()
     numpy_brute_knn(queries[:args.brute_queries], base, K)
     brute_qps = args.brute_queries / (time.perf_counter() - t0)
-    conformal = 1.0 - np.einsum("ij,ij->i", queries, queries)
-    boundary = np.argsort(conformal, kind="stable")[:max(1, int(round(BOUNDARY_FRACTION * len(queries))))]
+    boundary = boundary_rows(1.0 - np.einsum("ij,ij->i", queries, queries))
     rows = []
     for method, settings in METHODS + ((UNPRUNED,) if args.unpruned else ()):
         t0 = time.perf_counter()

@@ -215,8 +215,9 @@ The design here
   the boundary tenth (the nodes with the smallest ``1-|x|^2``); held-out
   queries of the same data get within ~0.01 of that. The boundary sample
   keeps the default from serving the inner nine tenths only: on points
-  along 50 geodesics the pruned graph at ``ef = 10`` had boundary recall
-  0.95 with the whole sample at 0.986. Picks 10 on trees and WordNet, 20 on the 100-D
+  along 50 geodesics (50,000, ``benchmarks/independent_data.py``) the
+  pruned graph calibrated on the uniform sample alone had held-out recall
+  0.984 and 0.951 on the boundary tenth. Picks 10 on trees and WordNet, 20 on the 100-D
   mixture, and 512 on uniform 100-D data (20,000 points), where nearest
   neighbours are only 2-3% nearer than a typical point and every method
   needs to look at a large part of the data. When no ``ef`` up to ``n``
@@ -1339,10 +1340,9 @@ def relative_neighbourhood_rows(points, conf, nbrs, n_first, keep, mute):
     dominates nothing: the points the calibration searches leave-one-out.
     A left-out point cannot relay the walk to the neighbours it took from
     other rows, which a held-out query never took, so without this the
-    calibration underrates the pruned graph (100,000 points of the 10-D tree:
-    leave-one-out recall 0.998 where held-out queries get 0.9999, with the
-    mask 1.0; ``docs/benchmarks.md``, "The calibration holds the boundary
-    too").
+    calibration can underrate the pruned graph (on 100,000 rays by 0.0016,
+    ``benchmarks/graph_calibration.py --leave-one-out``; ``docs/benchmarks.md``,
+    "The calibration holds the boundary too").
     """
     n, D = nbrs.shape
     split = split_sums_for(points.shape[1])
@@ -2224,13 +2224,14 @@ class HyperbolicGraphIndex:
         # "auto" chooses by the calibration: with a given ef there is none, and the graph stays unpruned
         mode = "never" if m < 2 or (self.prune == "auto" and ef is not None) else self.prune
         calibrating = ef is None and m >= 2
-        mute = np.zeros(points.shape[0], dtype=np.bool_)
         if calibrating:
             # leave-one-out among the nodes: the copies of a sampled node are left out with it
             sample, boundary = _calibration_sample(conformal[:m], np.random.default_rng(seed))
-            mute[sample] = True  # they prune no other row (relative_neighbourhood_rows)
         pruned = None
         if mode != "never":
+            mute = np.zeros(points.shape[0], dtype=np.bool_)
+            if calibrating:
+                mute[sample] = True  # the left-out nodes prune no other row (relative_neighbourhood_rows)
             pruned = relative_neighbourhood_rows(points, conformal, self.neighbors_, n_first, np.int64(PRUNE_KEEP),
                                                  mute)
         if mode == "always":
