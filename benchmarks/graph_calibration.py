@@ -7,15 +7,19 @@ uniformly and, since the forty-fourth session, also on
 boundary tenth (:func:`~hypann.graph.knn_graph._calibration_sample`); the
 sampled nodes prune no other row (``relative_neighbourhood_rows``' ``mute``).
 
-Default mode: the default graph built both ways (``"without"``: the boundary
-sample size set to 0, the uniform sample alone; in both the sampled nodes
-prune no other row) on the families of :mod:`hypann.datasets.families`
-(``--families``, ``--dims``) and on the generators of ``independent_data.py``
-(``--data``). For each: ``ef_``, whether ``prune="auto"`` kept the pruned
-graph, recall@10 and boundary recall (the 10% of held-out queries nearest the
-boundary) of the default search, the calibration's evaluations per query, and
-the default search's batch time per query (one numba thread, both indexes
-timed in turn, median of ``--repeats``).
+Default mode: the default graph built under each calibration of
+``--variants`` (in all of them the sampled nodes prune no other row):
+``"uniform"``, the uniform sample alone (the boundary sample's size set to 0);
+``"boundary"``, the boundary sample must reach the target too (since the
+forty-fourth session); ``"gap"``, the default since the forty-fifth: and come
+within :data:`~hypann.graph.knn_graph.BOUNDARY_GAP` of the uniform sample.
+On the families of :mod:`hypann.datasets.families` (``--families``,
+``--dims``) and on the generators of ``independent_data.py`` (``--data``).
+For each: ``ef_``, whether ``prune="auto"`` kept the pruned graph, recall@10
+and boundary recall (the 10% of held-out queries nearest the boundary) of the
+default search, the calibration's evaluations per query, and the default
+search's batch time per query (one numba thread, the indexes timed in turn,
+median of ``--repeats``).
 
 ``--leave-one-out``: the pruned graph (``prune="always"``) built with a
 calibration (its sample muted) and with a given ``ef`` (no calibration, nothing
@@ -53,7 +57,9 @@ from hypann.graph import HyperbolicGraphIndex, knn_graph
 from hypann.metrics import recall_per_query
 
 K = 10
-VARIANTS = (("without", 0), ("with", knn_graph.CALIBRATION_BOUNDARY_SIZE))
+#: The calibrations compared: the boundary sample's size and the largest gap it may fall below the uniform one.
+VARIANTS = {"uniform": (0, 1.0), "boundary": (knn_graph.CALIBRATION_BOUNDARY_SIZE, 1.0),
+            "gap": (knn_graph.CALIBRATION_BOUNDARY_SIZE, knn_graph.BOUNDARY_GAP)}
 
 
 def cases(args):
@@ -68,32 +74,33 @@ def cases(args):
 
 
 def measure(name, dim, base, queries, args):
-    """The default graph with and without the boundary sample: two rows."""
+    """The default graph under each calibration of ``args.variants``: a row each."""
     _, true_d = numpy_brute_knn(queries, base, K)
     boundary = boundary_rows(1.0 - np.einsum("ij,ij->i", queries, queries))
+    variants = args.variants.split(",")
     built = {}
     try:
-        for label, size in VARIANTS:
-            knn_graph.CALIBRATION_BOUNDARY_SIZE = size
+        for label in variants:
+            knn_graph.CALIBRATION_BOUNDARY_SIZE, knn_graph.BOUNDARY_GAP = VARIANTS[label]
             t0 = time.perf_counter()
             built[label] = hypann.HyperbolicIndex(algorithm="graph", random_state=args.seed,
                                                   verbose=False).build(base), time.perf_counter() - t0
     finally:
-        knn_graph.CALIBRATION_BOUNDARY_SIZE = VARIANTS[-1][1]
+        knn_graph.CALIBRATION_BOUNDARY_SIZE, knn_graph.BOUNDARY_GAP = VARIANTS["gap"]
     threads = numba.get_num_threads()
     numba.set_num_threads(1)
     try:
-        times = {label: [] for label, _ in VARIANTS}
+        times = {label: [] for label in variants}
         found = {}
         for _ in range(args.repeats):
-            for label, _ in VARIANTS:
+            for label in variants:
                 t0 = time.perf_counter()
                 found[label] = built[label][0].search(queries, K)
                 times[label].append(time.perf_counter() - t0)
     finally:
         numba.set_num_threads(threads)
     rows = []
-    for label, _ in VARIANTS:
+    for label in variants:
         index, build_s = built[label]
         graph = index.algorithm_.graph_
         per_query = recall_per_query(found[label].distances, true_d, K, epsilon=1e-9)
@@ -102,7 +109,8 @@ def measure(name, dim, base, queries, args):
                      "boundary_recall": float(per_query[boundary].mean()),
                      "evaluations": graph.default_evaluations_,
                      "us_per_query": 1e6 * float(np.median(times[label])) / len(queries), "build_s": build_s})
-    rows[-1]["time_vs_without"] = rows[-1]["us_per_query"] / rows[0]["us_per_query"]
+    for r in rows:
+        r["time_vs_first"] = r["us_per_query"] / rows[0]["us_per_query"]
     for r in rows:
         print(f"{name} {dim}-D {r['calibration']}: ef_ {r['ef_']} pruned {r['pruned']} recall {r['recall']:.4f} "
               f"boundary {r['boundary_recall']:.4f} {r['us_per_query']:.1f} us/query", flush=True)
@@ -149,6 +157,8 @@ def main(argv=None):
     ap.add_argument("--data", default=",".join(independent_data.GENERATORS),
                     help="comma-separated generators of independent_data.py; empty: none")
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--variants", default="boundary,gap",
+                    help=f"comma-separated calibrations of {', '.join(VARIANTS)} (time_vs_first: against the first)")
     ap.add_argument("--leave-one-out", action="store_true",
                     help="leave-one-out against held-out recall of the pruned graph, its sample muted or not")
     ap.add_argument("--ef", type=int, default=10, help="list size of --leave-one-out")
@@ -165,7 +175,7 @@ def main(argv=None):
                 "heldout_boundary_recall", "rows_differing"]
     else:
         cols = ["data", "dim", "n", "calibration", "ef_", "pruned", "recall", "boundary_recall", "evaluations",
-                "us_per_query", "time_vs_without", "build_s"]
+                "us_per_query", "time_vs_first", "build_s"]
     out = args.out or ("graph_calibration_loo" if args.leave_one_out else "graph_calibration")
     report_rows(out, rows, cols, {**vars(args), "k": K})
 

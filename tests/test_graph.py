@@ -392,6 +392,27 @@ def test_calibration_reaches_the_target_on_the_boundary_sample_too():
     assert (ef, rec, best) == (128, 94 / 128, 94 / 128)
 
 
+def test_calibration_holds_the_boundary_within_the_gap_of_the_rest():
+    """Both parts pass the target from ``ef`` 12, but the boundary part comes within ``BOUNDARY_GAP`` of the
+    uniform part only at 32: the calibration keeps 32. Found counts per ``ef`` (uniform of 256, boundary of
+    128): 12 -> 256 / 126 (gap 0.016), 16 -> 256 / 126, 32 -> 256 / 127 (gap 0.008)."""
+    sample, truth = np.arange(384), np.ones((384, K))
+    boundary = np.arange(384) >= 256
+    stub = _LadderStub(384, lambda ef: 200 if ef < 12 else 382 if ef < 32 else 383)
+    assert knn_graph._calibrate_ef(stub, sample, truth, 0.98, boundary) == (32, 127 / 128, 127 / 128)
+    assert stub.calls == [10, 12, 16, 20, 24, 32]
+    # a boundary part above the uniform one holds at once
+    boundary = np.arange(384) < 128
+    stub = _LadderStub(384, lambda ef: 200 if ef < 12 else 382)
+    assert knn_graph._calibrate_ef(stub, sample, truth, 0.98, boundary) == (12, 254 / 256, 254 / 256)
+    # the rule is the constant's: with a gap of 0.02 the first ef both parts pass is kept
+    boundary = np.arange(384) >= 256
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(knn_graph, "BOUNDARY_GAP", 0.02)
+        stub = _LadderStub(384, lambda ef: 200 if ef < 12 else 382 if ef < 32 else 383)
+        assert knn_graph._calibrate_ef(stub, sample, truth, 0.98, boundary) == (12, 126 / 128, 126 / 128)
+
+
 def test_near_duplicates_do_not_make_the_default_list_as_long_as_the_data(caplog, monkeypatch):
     """Groups of ten points 1e-9 apart (tangent space), 10-D: some groups have no edge in from the rest of the
     graph, and a target of 1.0 is out of reach at every ``ef``. The calibration keeps a short list and warns,

@@ -101,8 +101,8 @@ class GraphSearch(SearchAlgorithm):
         Param("ef", "int", None, "default search list size (default: calibrated at build time)", low=1,
               none_ok=True),
         Param("target_recall", "float", 0.98, "leave-one-out recall@10 the calibrated ef reaches, on a uniform "
-              "sample and on the boundary tenth (when no ef does: the smallest within 0.005 of the best, and a "
-              "warning)", low=0.0, high=1.0, low_open=True),
+              "sample and on the boundary tenth, the latter within 0.01 of the former (when no ef does: the "
+              "smallest within 0.005 of the best, and a warning)", low=0.0, high=1.0, low_open=True),
         Param("leaf_size", "int", 32, "points per leaf of the partition trees", low=1),
         Param("n_trees", "int", 4, "partition trees (entry points)", low=1),
         Param("max_rounds", "int", 16, "NN-descent rounds at most", low=1),

@@ -212,12 +212,15 @@ The design here
   recall@10 on 256 indexed points, each searched with itself excluded
   (leave-one-out: its own out-edges still help, its distance 0 does not),
   reaches ``target_recall = 0.98``, and so does the recall on 128 points of
-  the boundary tenth (the nodes with the smallest ``1-|x|^2``); held-out
-  queries of the same data get within ~0.01 of that. The boundary sample
-  keeps the default from serving the inner nine tenths only: on points
-  along 50 geodesics (50,000, ``benchmarks/independent_data.py``) the
-  pruned graph calibrated on the uniform sample alone had held-out recall
-  0.984 and 0.951 on the boundary tenth. Picks 10 on trees and WordNet, 20 on the 100-D
+  the boundary tenth (the nodes with the smallest ``1-|x|^2``), which must
+  also be within ``BOUNDARY_GAP = 0.01`` of the former; held-out queries of
+  the same data get within ~0.01 of that. The boundary sample keeps the
+  default from serving the inner nine tenths only: on points along 50
+  geodesics (50,000, ``benchmarks/independent_data.py``) the pruned graph
+  calibrated on the uniform sample alone had held-out recall 0.984 and
+  0.951 on the boundary tenth; at 100,000 the target alone on the boundary
+  sample still left 0.994 and 0.972, and with the gap the unpruned graph
+  is chosen (1.000 and 1.000, ``benchmarks/graph_calibration.py``). Picks 10 on trees and WordNet, 20 on the 100-D
   mixture, and 512 on uniform 100-D data (20,000 points), where nearest
   neighbours are only 2-3% nearer than a typical point and every method
   needs to look at a large part of the data. When no ``ef`` up to ``n``
@@ -357,6 +360,11 @@ CALIBRATION_SIZE = 256
 CALIBRATION_BOUNDARY_SIZE = 128
 #: Share of the nodes, nearest the boundary, that the boundary sample is drawn from.
 BOUNDARY_SHARE = 0.1
+#: The calibrated ``ef`` must also bring the boundary sample's recall within this of the uniform sample's: on
+#: points along a few geodesics the pruned graph's boundary recall stays 0.02-0.03 below the rest when both
+#: pass the target, and the unpruned graph holds both at once (``docs/benchmarks.md``, "The boundary within
+#: 0.01 of the rest").
+BOUNDARY_GAP = 0.01
 CALIBRATION_K = 10
 # Search list sizes tried by the calibration, smallest first (then doubling up to n).
 EF_LADDER = (10, 12, 16, 20, 24, 32, 40, 48, 64, 80, 96, 128, 160, 192, 256, 384, 512)
@@ -1884,11 +1892,13 @@ def _calibration_sample(conformal, rng):
 
 
 def _calibration_score(per_point, boundary):
-    """The calibration's recall: the lower of the mean recall over the uniform sample and over the boundary
-    sample (``boundary``: its mask)."""
+    """``(recall, held)``: the calibration's recall, the lower of the mean recall ``r_u`` over the uniform sample
+    and ``r_b`` over the boundary sample (``boundary``: its mask), and whether ``r_b >= r_u - BOUNDARY_GAP``
+    (without a boundary sample: the mean over the sample, and ``True``)."""
     if boundary is None or not boundary.any():
-        return float(np.mean(per_point))
-    return float(min(np.mean(per_point[~boundary]), np.mean(per_point[boundary])))
+        return float(np.mean(per_point)), True
+    uniform, edge = float(np.mean(per_point[~boundary])), float(np.mean(per_point[boundary]))
+    return min(uniform, edge), edge >= uniform - BOUNDARY_GAP
 
 
 def _calibrate_ef(index, sample, truth, target, boundary=None):
@@ -1896,10 +1906,12 @@ def _calibrate_ef(index, sample, truth, target, boundary=None):
 
     The recall is :func:`_calibration_score`: with a ``boundary`` mask over
     the sample, the lower of the uniform part's and the boundary part's
-    (without one, the mean over the sample). Returns ``(ef, recall, best)``:
+    (without one, the mean over the sample); an ``ef`` is kept only where the
+    boundary part is also within :data:`BOUNDARY_GAP` of the uniform part.
+    Returns ``(ef, recall, best)``:
     ``best`` is the highest recall tried (``recall`` when the target is
-    reached). When no ``ef`` reaches it, ``ef`` is the smallest whose recall
-    is within :data:`CALIBRATION_PLATEAU` of ``best``. The ladder always ends
+    reached). When no ``ef`` reaches it (with the gap held), ``ef`` is the
+    smallest whose recall is within :data:`CALIBRATION_PLATEAU` of ``best``. The ladder always ends
     at ``n``, a list that can hold every node. A sample point whose ``k``
     neighbours were all found at a smaller ``ef`` is not searched again
     (counted as found: a longer list starts from the same entry points and
@@ -1924,8 +1936,8 @@ def _calibrate_ef(index, sample, truth, target, boundary=None):
         _, deltas, _ = index._run(index.points_[rows], index.conformal_[rows], k, ef, None, rows, copies=False)
         # by delta: monotone in the distance
         per_point[todo] = recall_per_query(deltas, truth[todo], k, epsilon=RECALL_RTOL)
-        rec = _calibration_score(per_point, boundary)
-        if rec >= target:
+        rec, held = _calibration_score(per_point, boundary)
+        if rec >= target and held:
             return ef, rec, rec
         tried.append((ef, rec))
     best = max(rec for _, rec in tried)
@@ -1950,11 +1962,13 @@ class HyperbolicGraphIndex:
         time, the smallest ``ef`` whose leave-one-out recall@10 reaches
         ``target_recall`` both on :data:`CALIBRATION_SIZE` indexed points
         and on :data:`CALIBRATION_BOUNDARY_SIZE` points of the boundary
-        tenth (stored as ``ef_``); when none does, the smallest within
+        tenth, the latter within :data:`BOUNDARY_GAP` of the former (stored
+        as ``ef_``); when none does, the smallest within
         :data:`CALIBRATION_PLATEAU` of the best recall, with a warning.
     target_recall : float, default 0.98
         Recall@10 the calibrated ``ef`` reaches on the leave-one-out sample
-        and on its boundary part.
+        and on its boundary part (which must also come within
+        :data:`BOUNDARY_GAP` of the rest).
     leaf_size : int, default 32
         Points per leaf of the partition trees; the search starts from the
         (at most ``leaf_size``) points of the query's leaf.
