@@ -10,9 +10,10 @@ sampled nodes prune no other row (``relative_neighbourhood_rows``' ``mute``).
 Default mode: the default graph built under each calibration of
 ``--variants`` (in all of them the sampled nodes prune no other row):
 ``"uniform"``, the uniform sample alone (the boundary sample's size set to 0);
-``"boundary"``, the boundary sample must reach the target too (since the
-forty-fourth session); ``"gap"``, the default since the forty-fifth: and come
-within :data:`~hypann.graph.knn_graph.BOUNDARY_GAP` of the uniform sample.
+``"boundary"``, the boundary sample must reach the target too (the
+forty-fourth session's rule); ``"gap"`` (the default since the forty-fifth
+session), it must also come within
+:data:`~hypann.graph.knn_graph.BOUNDARY_GAP` of the uniform sample.
 On the families of :mod:`hypann.datasets.families` (``--families``,
 ``--dims``) and on the generators of ``independent_data.py`` (``--data``).
 For each: ``ef_``, whether ``prune="auto"`` kept the pruned graph, recall@10

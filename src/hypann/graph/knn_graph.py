@@ -220,10 +220,11 @@ The design here
   calibrated on the uniform sample alone had held-out recall 0.984 and
   0.951 on the boundary tenth; at 100,000 the target alone on the boundary
   sample still left 0.994 and 0.972, and with the gap the unpruned graph
-  is chosen (1.000 and 1.000, ``benchmarks/graph_calibration.py``). Picks 10 on trees and WordNet, 20 on the 100-D
-  mixture, and 512 on uniform 100-D data (20,000 points), where nearest
-  neighbours are only 2-3% nearer than a typical point and every method
-  needs to look at a large part of the data. When no ``ef`` up to ``n``
+  is chosen (1.000 and 1.000, ``benchmarks/graph_calibration.py``). Picks
+  10 on trees and WordNet, 20 on the 100-D mixture, and 512 on uniform
+  100-D data (20,000 points), where nearest neighbours are only 2-3%
+  nearer than a typical point and every method needs to look at a large
+  part of the data. When no ``ef`` up to ``n``
   reaches the target, ``ef_`` is the smallest whose recall is within
   ``CALIBRATION_PLATEAU = 0.005`` of the best any reached, with a warning.
   That happens where some points are found only from their own leaf: on
