@@ -86,6 +86,7 @@ import numpy as np
 from numba.core import event as numba_event
 
 import hypann
+import independent_data
 import peers
 from _common import ROOT, WORDNET_POINTS, boundary_rows, family_arguments, markdown_table, write_json
 from hypann.datasets.base import holdout_split
@@ -95,6 +96,9 @@ from hypann.metrics import recall_per_query
 
 K = 10
 EFS = (10, 16, 32, 64, 128)
+#: From this dimension on a case is judged by the issue's 100-D criteria (recall 0.99), below it by its 10-D ones
+#: (exact search); the suite's families come in 10-D and 100-D, the generators of ``--data`` in 2-D to 256-D.
+HIGH_DIM = 50
 PYNND_EPSILONS = (0.0, 0.1, 0.2, 0.4, 0.8)
 USEARCH_EXPANSIONS = (16, 32, 64, 128, 256)
 HYPANN = "hypann"
@@ -317,15 +321,22 @@ def usearch_settings(problem, args, progress):
 # ---------------------------------------------------------------------------
 # one case
 # ---------------------------------------------------------------------------
-def run_case(name, dim, args, progress):
-    t_case = time.perf_counter()
-    n = args.n
-    if name == "wordnet_nouns":
-        n = min(n, WORDNET_POINTS - args.queries)
+def case_split(name, dim, args):
+    """``(base, queries)`` of one case: a family of :mod:`hypann.datasets.families` in ``dim`` dimensions, or a
+    generator of ``independent_data.py`` (its own dimension)."""
+    if name in independent_data.GENERATORS:
+        return independent_data.generate_split(name, args.n, args.queries, args.seed)
+    n = min(args.n, WORDNET_POINTS - args.queries) if name == "wordnet_nouns" else args.n
     points = make_family(name, n + args.queries, dim, seed=args.seed)
     base_ids, query_ids = holdout_split(len(points), args.queries, seed=args.seed)
+    return points[base_ids], points[query_ids]
+
+
+def run_case(name, dim, args, progress):
+    t_case = time.perf_counter()
+    base, queries = case_split(name, dim, args)
     numba.set_num_threads(max(args.build_threads))
-    problem = peers.make_problem(points[base_ids], points[query_ids], K)
+    problem = peers.make_problem(base, queries, K)
     numba.set_num_threads(1)
     queries = problem.queries
     _, q_lift = problem.lifted(np.float64)
@@ -431,18 +442,19 @@ def acceptance(case, rows):
     hyp = [r for r in rows if r["owner"] == HYPANN]
     peer = [r for r in rows if r["owner"] == PEER]
     dim = case["dim"]
+    low = dim < HIGH_DIM  # the issue's 10-D criteria; its 100-D ones from HIGH_DIM on
     out = {}
     # 1. 10-D: best exact hypann vs best peer at recall >= 0.95
     ex = _best(hyp, lambda r: r["exact_method"])
     p95 = _best(peer, lambda r: r["recall_at_k"] >= 0.95)
-    if dim == 10:
+    if low:
         out["exact_vs_peer95"] = {"hypann": _short(ex), "hypann_x": ex["speedup"], "peer": _short(p95),
                                   "peer_x": p95["speedup"] if p95 else None,
                                   "met": p95 is None or ex["speedup"] >= p95["speedup"]}
     # 2. 100-D: hypann at recall >= 0.99 >= 1.5x best peer at >= 0.99
     h99 = _best(hyp, lambda r: r["recall_at_k"] >= 0.99)
     p99 = _best(peer, lambda r: r["recall_at_k"] >= 0.99)
-    if dim == 100:
+    if not low:
         ratio = (h99["speedup"] / p99["speedup"]) if (h99 and p99) else None
         out["r99_vs_peer"] = {"hypann": _short(h99), "hypann_x": h99["speedup"] if h99 else None,
                               "peer": _short(p99), "peer_x": p99["speedup"] if p99 else None, "ratio": ratio,
@@ -458,7 +470,7 @@ def acceptance(case, rows):
                              "ratio": (ps["single_ms"] / hs["single_ms"]) if (hs and ps) else None,
                              "met": hs is not None and (ps is None or ps["single_ms"] >= 2 * hs["single_ms"])}
     # 5. build: the hypann method of point 1 (10-D) / point 2 (100-D), and the graph, vs the fastest peer
-    chosen = ex if dim == 10 else h99
+    chosen = ex if low else h99
     builds = {}
     for t in (1, 2):
         key = f"build_s_{t}thr"
@@ -684,6 +696,8 @@ def main(argv=None):
     ap.add_argument("--cold-batches", dest="warm_batches", action="store_false",
                     help="time each batch call without the untimed call of the same setting before it")
     ap.add_argument("--dims", default="10,100")
+    ap.add_argument("--data", default="", help="comma-separated generators of independent_data.py, run after the "
+                                               "families (each in its own dimension)")
     ap.add_argument("--peers", default="pynndescent,usearch")
     ap.add_argument("--efs", default=",".join(map(str, EFS)))
     ap.add_argument("--epsilons", default=",".join(map(str, PYNND_EPSILONS)))
@@ -720,6 +734,8 @@ def main(argv=None):
             if family.dims is not None and dim not in family.dims:
                 continue
             run_case(name, dim, args, progress)
+    for name in filter(None, args.data.split(",")):
+        run_case(name, independent_data.generator_dim(name), args, progress)
 
 
 if __name__ == "__main__":

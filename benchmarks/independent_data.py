@@ -105,6 +105,11 @@ GENERATORS = {"rays": rays, "sphere": sphere, "lowrank": lowrank, "meru_like": m
               "near_duplicates": near_duplicates}
 
 
+def generator_dim(name):
+    """The dimension of the generator ``name``'s points (from two of them)."""
+    return GENERATORS[name](2, np.random.default_rng(0)).shape[1]
+
+
 def generate_split(name, n, n_queries, seed):
     """``n`` base points and ``n_queries`` held-out queries of the generator ``name``, shuffled together (the
     generator's own seed: ``[seed, its position in GENERATORS]``)."""
