@@ -729,7 +729,7 @@ def main(argv=None):
     if "pynndescent" in args.peers:
         progress(f"pynndescent warm-up compile {peers.pynndescent_warmup(10):.1f}s")
     for dim in (int(d) for d in args.dims.split(",")):
-        for name in args.families.split(","):
+        for name in filter(None, args.families.split(",")):
             family = FAMILIES[name]
             if family.dims is not None and dim not in family.dims:
                 continue
