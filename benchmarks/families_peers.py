@@ -66,9 +66,16 @@ soon as it is done; ``--report`` reads them all and writes the markdown
 tables (``results/families_peers_n<N>.md``) and one recall-vs-speed plot per
 family (``docs/families_peers_<family>.png``).
 
+``--data`` adds the generators of ``independent_data.py`` (made outside
+:mod:`hypann.datasets`, each in its own dimension) as cases of their own.
+Below :data:`HIGH_DIM` dimensions a case is judged by the issue's 10-D
+criteria (an exact method against the peers at recall 0.95), from it on by
+its 100-D ones (recall 0.99, 1.5x).
+
 Usage::
 
     NUMBA_NUM_THREADS=2 python benchmarks/families_peers.py --n 20000
+    NUMBA_NUM_THREADS=2 python benchmarks/families_peers.py --n 100000 --families "" --data rays,sphere
     python benchmarks/families_peers.py --report --n 20000
 """
 
