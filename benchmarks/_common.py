@@ -72,7 +72,7 @@ def family_cases(families, dims):
     from hypann.datasets.families import FAMILIES
 
     for dim in (int(d) for d in dims.split(",")):
-        for name in families.split(","):
+        for name in filter(None, families.split(",")):
             if FAMILIES[name].dims is None or dim in FAMILIES[name].dims:
                 yield name, dim
 

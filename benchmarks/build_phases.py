@@ -23,6 +23,9 @@ Usage::
 
     NUMBA_NUM_THREADS=1 python benchmarks/build_phases.py
     NUMBA_NUM_THREADS=1 python benchmarks/build_phases.py --n 100000 --dims 10,100 --storage float32
+    NUMBA_NUM_THREADS=1 python benchmarks/build_phases.py --n 100000 --families "" --data meru_like --repeats 1
+
+``--data`` adds the generators of ``independent_data.py`` (each in its own dimension).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ import time
 
 import numpy as np
 
+import independent_data
 from _common import WORDNET_POINTS, family_cases, markdown_table, write_json
 
 #: (phase, module under hypann.graph, function): the functions whose calls make up each phase
@@ -81,6 +85,8 @@ def main():
     ap.add_argument("--n", type=int, default=100_000)
     ap.add_argument("--dims", default="10,100")
     ap.add_argument("--families", default="hierarchical_tree,gaussian_mixture,hyperbolic_uniform,wordnet_nouns")
+    ap.add_argument("--data", default="", help="comma-separated generators of independent_data.py (their own "
+                                               "dimensions), after the families")
     ap.add_argument("--storage", choices=["float64", "float32"], default="float32")
     ap.add_argument("--n-jobs", type=int, default=1, help="threads of the build (run with NUMBA_NUM_THREADS >= it)")
     ap.add_argument("--repeats", type=int, default=3)
@@ -98,14 +104,23 @@ def main():
     install_timers(seconds)
     settings = {"algorithm": "graph", "n_jobs": args.n_jobs, "storage": args.storage, "random_state": args.seed,
                 "verbose": False}
-    for dim in sorted({d for _, d in family_cases(args.families, args.dims)}):
+    generators = list(filter(None, args.data.split(",")))
+    dims = {d for _, d in family_cases(args.families, args.dims)} | set(map(independent_data.generator_dim, generators))
+    for dim in sorted(dims):
         hypann.HyperbolicIndex(**settings).build(make_family("gaussian_mixture", 6000, dim, seed=args.seed + 1))
+
+    def data():
+        """``(name, dim, points)`` of every case."""
+        for family, dim in family_cases(args.families, args.dims):
+            n = min(args.n, WORDNET_POINTS) if family == "wordnet_nouns" else args.n
+            yield family, dim, make_family(family, n, dim, seed=args.seed)
+        for name in generators:
+            points = independent_data.generate_split(name, args.n, 0, args.seed)[0]
+            yield name, points.shape[1], points
 
     phases = list(dict.fromkeys(phase for phase, _, _ in PHASES)) + ["other"]
     rows, cases = [], []
-    for family, dim in family_cases(args.families, args.dims):
-        n = min(args.n, WORDNET_POINTS) if family == "wordnet_nouns" else args.n
-        points = make_family(family, n, dim, seed=args.seed)
+    for family, dim, points in data():
         runs = []
         for _ in range(args.repeats):
             seconds.clear()
