@@ -15,6 +15,10 @@ phases by wrapping the functions of :mod:`hypann.graph.knn_graph` that run them:
   (``_leave_one_out_truth`` and ``_calibrate_ef``: the default ``ef_``, of both graphs under ``"auto"``);
 * ``other``: the rest of the build (the input check, float32 rounding, mapping ids back, ...).
 
+It also counts NN-descent's rounds and the row entries its last round changed (``nn rounds``,
+``last changes``; from the build's debug log: NN-descent stops when a round changes fewer than
+``NN_DESCENT_TOL n K`` entries, or after ``max_rounds``).
+
 Before the first case a build on 6,000 points of each dimension compiles the kernels (or loads them
 from numba's cache), so no timed build compiles. Prints one table (median seconds of each phase and
 its share of the build) and writes ``results/<--output>.json`` with every repeat's times.
@@ -32,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import logging
 import time
 
 import numpy as np
@@ -80,6 +85,18 @@ def install_timers(seconds):
         setattr(mod, name, timed)
 
 
+class RoundLog(logging.Handler):
+    """Keeps the changes of every NN-descent round the build logs (``knn_graph.nn_descent``'s debug record)."""
+
+    def __init__(self):
+        super().__init__(logging.DEBUG)
+        self.changes = []
+
+    def emit(self, record):
+        if record.msg.startswith("nn-descent round"):
+            self.changes.append(int(record.args[1]))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--n", type=int, default=100_000)
@@ -102,6 +119,10 @@ def main():
     warnings.simplefilter("ignore", hypann.Float32PrecisionWarning)  # the rounding's note, not a measurement
     seconds = collections.defaultdict(float)
     install_timers(seconds)
+    rounds = RoundLog()
+    graph_log = logging.getLogger("hypann.graph.knn_graph")
+    graph_log.addHandler(rounds)
+    graph_log.setLevel(logging.DEBUG)
     settings = {"algorithm": "graph", "n_jobs": args.n_jobs, "storage": args.storage, "random_state": args.seed,
                 "verbose": False}
     generators = list(filter(None, args.data.split(",")))
@@ -124,20 +145,23 @@ def main():
         runs = []
         for _ in range(args.repeats):
             seconds.clear()
+            rounds.changes.clear()
             t0 = time.perf_counter()
             hypann.HyperbolicIndex(**settings).build(points)
             total = time.perf_counter() - t0
             run = {p: seconds.get(p, 0.0) for p in phases[:-1]}
             run["other"] = total - sum(run.values())
             run["total"] = total
+            run["nn rounds"], run["last changes"] = len(rounds.changes), (rounds.changes or [0])[-1]
             runs.append(run)
         median = {p: float(np.median([r[p] for r in runs])) for p in phases + ["total"]}
         cases.append({"family": family, "dim": dim, "n": int(points.shape[0]), "runs": runs, "median": median})
         row = {"family": family, "dim": dim, "build s": median["total"]}
         row.update({p: f"{median[p]:.2f} ({100 * median[p] / median['total']:.0f}%)" for p in phases})
+        row.update({key: runs[-1][key] for key in ("nn rounds", "last changes")})  # the same in every run (seed)
         rows.append(row)
         print(f"{family} {dim}-D: build {median['total']:.2f} s", flush=True)
-    print(markdown_table(rows, ["family", "dim", "build s"] + phases))
+    print(markdown_table(rows, ["family", "dim", "build s"] + phases + ["nn rounds", "last changes"]))
     path = write_json(args.output, {"parameters": vars(args), "cases": cases})
     print("wrote", path)
 

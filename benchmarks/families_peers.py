@@ -95,8 +95,7 @@ from numba.core import event as numba_event
 import hypann
 import independent_data
 import peers
-from _common import ROOT, WORDNET_POINTS, boundary_rows, family_arguments, markdown_table, write_json
-from hypann.datasets.base import holdout_split
+from _common import ROOT, boundary_rows, family_arguments, family_split, markdown_table, write_json
 from hypann.datasets.families import FAMILIES, make_family
 from hypann.eval.numpy_brute import numpy_brute_knn
 from hypann.metrics import recall_per_query
@@ -333,10 +332,8 @@ def case_split(name, dim, args):
     generator of ``independent_data.py`` (its own dimension)."""
     if name in independent_data.GENERATORS:
         return independent_data.generate_split(name, args.n, args.queries, args.seed)
-    n = min(args.n, WORDNET_POINTS - args.queries) if name == "wordnet_nouns" else args.n
-    points = make_family(name, n + args.queries, dim, seed=args.seed)
-    base_ids, query_ids = holdout_split(len(points), args.queries, seed=args.seed)
-    return points[base_ids], points[query_ids]
+    _, base, _, queries, _ = family_split(name, dim, args)
+    return base, queries
 
 
 def run_case(name, dim, args, progress):

@@ -18,9 +18,10 @@ On the families of :mod:`hypann.datasets.families` (``--families``,
 ``--dims``) and on the generators of ``independent_data.py`` (``--data``).
 For each: ``ef_``, whether ``prune="auto"`` kept the pruned graph, recall@10
 and boundary recall (the 10% of held-out queries nearest the boundary) of the
-default search, the calibration's evaluations per query, and the default
-search's batch time per query (one numba thread, the indexes timed in turn,
-median of ``--repeats``).
+default search, the calibration's evaluations per query (and, under
+``prune="auto"``, the pruned graph's, which the choice compared with the
+unpruned one's), and the default search's batch time per query (one numba
+thread, the indexes timed in turn, median of ``--repeats``).
 
 ``--leave-one-out``: the pruned graph (``prune="always"``) built with a
 calibration (its sample muted) and with a given ``ef`` (no calibration, nothing
@@ -77,7 +78,7 @@ def cases(args):
 def measure(name, dim, base, queries, args):
     """The default graph under each calibration of ``args.variants``: a row each."""
     _, true_d = numpy_brute_knn(queries, base, K)
-    boundary = boundary_rows(1.0 - np.einsum("ij,ij->i", queries, queries))
+    boundary = boundary_rows(conformal_factor(queries))
     variants = args.variants.split(",")
     built = {}
     try:
@@ -109,6 +110,7 @@ def measure(name, dim, base, queries, args):
                      "pruned": bool(graph.pruned_), "recall": float(per_query.mean()),
                      "boundary_recall": float(per_query[boundary].mean()),
                      "evaluations": graph.default_evaluations_,
+                     "pruned_evaluations": (graph.prune_comparison_ or (float("nan"),))[0],
                      "us_per_query": 1e6 * float(np.median(times[label])) / len(queries), "build_s": build_s})
     for r in rows:
         r["time_vs_first"] = r["us_per_query"] / rows[0]["us_per_query"]
@@ -176,7 +178,7 @@ def main(argv=None):
                 "heldout_boundary_recall", "rows_differing"]
     else:
         cols = ["data", "dim", "n", "calibration", "ef_", "pruned", "recall", "boundary_recall", "evaluations",
-                "us_per_query", "time_vs_first", "build_s"]
+                "pruned_evaluations", "us_per_query", "time_vs_first", "build_s"]
     out = args.out or ("graph_calibration_loo" if args.leave_one_out else "graph_calibration")
     report_rows(out, rows, cols, {**vars(args), "k": K})
 

@@ -51,6 +51,7 @@ import numpy as np
 import hypann
 from _common import boundary_rows, report_rows
 from hypann.eval.numpy_brute import numpy_brute_knn
+from hypann.geometry.poincare import conformal_factor
 from hypann.metrics import recall_per_query
 
 K = 10
@@ -127,7 +128,7 @@ def measure(name, args):
     t0 = time.perf_counter()
     numpy_brute_knn(queries[:args.brute_queries], base, K)
     brute_qps = args.brute_queries / (time.perf_counter() - t0)
-    boundary = boundary_rows(1.0 - np.einsum("ij,ij->i", queries, queries))
+    boundary = boundary_rows(conformal_factor(queries))
     rows = []
     for method, settings in METHODS + ((UNPRUNED,) if args.unpruned else ()):
         t0 = time.perf_counter()
