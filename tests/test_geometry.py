@@ -11,8 +11,9 @@ from hypothesis import strategies as st
 
 from hypann._runtime import read_only
 from hypann.geometry import _kernels, models, poincare as P
-from hypann.geometry._vector_lanes import (BLOCK_SUM_DEPTH, LANE_BLOCK, ROW_LANES, add_row_squares4, add_row_squares8,
-                                          block_square_sum, split_square_block_sums, split_square_sums)
+from hypann.geometry._vector_lanes import (BLOCK_SUM_DEPTH, LANE_BLOCK, NARROW_LANES, ROW_LANES, add_row_squares4,
+                                          add_row_squares8, block_square_sum, narrow_square_sums,
+                                          split_square_block_sums, split_square_sums)
 from tests.conftest import ball_points
 
 mpmath.mp.dps = 60
@@ -509,6 +510,111 @@ def test_split_sums_are_their_lanes_bit_for_bit(d, seed, dtype, strided):
     assert _kernels.sq_dist8(q, tuple(rows), True) == tuple(want)
     assert _kernels.sq_dist8(q, tuple(rows), False) == tuple(_kernels.sq_dist_row(q, x) for x in rows)
     np.testing.assert_allclose(want, [_kernels.sq_dist_row(q, x) for x in rows], rtol=1e-13)
+
+
+def _narrow_sum_reference(q, x):
+    """``|q - x|^2`` as :func:`narrow_square_sums` documents it, in numpy float32 scalars (each operation
+    rounded to float32): lane ``l`` adds the terms ``i = l (mod 8)`` of the whole blocks of eight in order,
+    ``((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7))``, then the last ``d % 8`` terms in order."""
+    q = np.asarray(q, dtype=np.float32)
+    x = np.asarray(x, dtype=np.float32)
+    d = q.shape[0]
+    whole = d - d % NARROW_LANES
+    lanes = [np.float32(0.0)] * NARROW_LANES
+    for i in range(whole):
+        v = q[i] - x[i]
+        lanes[i % NARROW_LANES] = lanes[i % NARROW_LANES] + v * v
+    s = ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]))
+    for i in range(whole, d):
+        v = q[i] - x[i]
+        s = s + v * v
+    assert s.dtype == np.float32
+    return s
+
+
+@nb.njit
+def _narrow_square_sums8(q, rows):
+    return narrow_square_sums(q, rows)
+
+
+@nb.njit(boundscheck=True)
+def _narrow_square_sums_checked(q, x):
+    return narrow_square_sums(q, (x, x))
+
+
+@pytest.mark.kernels
+@given(st.integers(1, 270), st.integers(0, 2**32 - 1), st.booleans(), st.booleans())
+def test_narrow_sums_are_their_float32_lanes_bit_for_bit(d, seed, strided, copies):
+    """narrow_square_sums (eight float32 rows, and one) gives the bits of the documented float32 lanes, for
+    contiguous or strided rows (a column of a 2-D array), exact copies of the query included (sum 0), and
+    is within (d / 8 + 13) 2^-24 of the float64 sum of the same float32 coordinates, relatively;
+    narrow_deltas_to_rows divides those sums in float64, eight rows at a time or one by one."""
+    rng = np.random.default_rng(seed)
+    q = (ball_points(rng, 1, d, min_conformal=1e-3)[0] * 0.5).astype(np.float32)
+    rows = [_mixed_scale_row(rng, q.astype(np.float64), np.float32) for _ in range(8)]
+    if copies:
+        rows[3] = q.copy()
+    if strided:
+        rows = [_strided(x) for x in rows]
+        q = _strided(q)
+    want = tuple(_narrow_sum_reference(q, x) for x in rows)
+    got = _narrow_square_sums8(q, tuple(rows))
+    assert all(type(g) is float or g.dtype == np.float32 for g in got)
+    assert tuple(np.float32(g) for g in got) == want
+    assert [np.float32(_narrow_square_sums8(q, (x,))[0]) for x in rows] == list(want)
+    exact = [_kernels.sq_dist_row(q.astype(np.float64), x.astype(np.float64)) for x in rows]
+    bound = (d / NARROW_LANES + 13) * 2.0**-24
+    for g, e in zip(want, exact):
+        assert abs(float(g) - e) <= bound * e
+    if copies:
+        assert want[3] == 0.0
+    points = np.ascontiguousarray(np.stack(rows + rows[:3]))  # eight rows, then three one by one
+    conf = rng.uniform(1e-9, 1.0, points.shape[0])
+    ids = np.arange(points.shape[0], dtype=np.int32)
+    out = np.empty(points.shape[0])
+    cq = 0.7
+    _narrow_deltas(np.ascontiguousarray(q), cq, points, conf, ids, out)
+    want_rows = list(want) + list(want[:3])
+    assert out.tolist() == [float(np.float64(w) / (cq * c)) for w, c in zip(want_rows, conf)]
+
+
+@nb.njit
+def _narrow_deltas(q, cq, points, conf, ids, out):
+    _kernels.narrow_deltas_to_rows(q, cq, points, conf, ids, out)
+
+
+@nb.njit
+def _candidate_deltas(q, cq, points, conf, ids, out):
+    _kernels.candidate_deltas(q, cq, points, conf, ids, out)
+
+
+@pytest.mark.kernels
+def test_candidate_deltas_sum_float32_points_in_float32_and_float64_points_split():
+    """NN-descent's candidate deltas: float32 query and points in float32 (narrow_deltas_to_rows), anything
+    else as deltas_to_rows with split sums."""
+    rng = np.random.default_rng(5)
+    X = ball_points(rng, 20, 37, min_conformal=1e-6)
+    cx = _kernels.conformal_factor(X)
+    ids = rng.integers(0, 20, 13).astype(np.int32)
+    for dtype in (np.float32, np.float64):
+        P = np.ascontiguousarray(X.astype(dtype))
+        got = np.empty(13)
+        want = np.empty(13)
+        _candidate_deltas(P[4], cx[4], P, cx, ids, got)
+        if dtype == np.float32:
+            _narrow_deltas(P[4], cx[4], P, cx, ids, want)
+        else:
+            _kernels.deltas_to_rows(P[4], cx[4], P, cx, ids, True, want)
+        assert got.tolist() == want.tolist()
+
+
+def test_narrow_sums_check_bounds_when_numba_does():
+    q = np.zeros(16, dtype=np.float32)
+    assert _narrow_square_sums_checked(q, q) == (0.0, 0.0)
+    with pytest.raises(IndexError):
+        _narrow_square_sums_checked(q, q[:8])
+    with pytest.raises(IndexError):
+        _narrow_square_sums_checked(q, q[:12])
 
 
 def test_split_sums_check_bounds_when_numba_does():

@@ -12,7 +12,7 @@ import pytest
 import hypann
 from hypann._runtime import read_only
 from hypann.datasets.families import FAMILIES, make_family
-from hypann.geometry._kernels import conformal_factor, delta_to_candidates, sq_dist_split
+from hypann.geometry._kernels import candidate_deltas, conformal_factor, delta_to_candidates, sq_dist_split
 from hypann.graph import HyperbolicGraphIndex
 from hypann.graph import knn_graph
 from hypann.graph.knn_graph import _reverse_lists, _search_graph, nn_descent
@@ -215,25 +215,31 @@ def test_points_kept_in_leaf_order_give_the_same_graph_and_answers(mixture, mixt
 @numba.njit
 def _pull_step_split_one_at_a_time(p, X, cx, new_i, old_i, row_d, row_i, row_f, seen, tag, cand):
     """The pull step as :func:`knn_graph._refine_row_batched` documents it, one candidate at a time: each
-    candidate's split delta offered in turn."""
+    candidate's delta offered in turn (:func:`~hypann.geometry._kernels.candidate_deltas` of that one
+    candidate: float64 points its split sum, float32 points its float32 sum; tests/test_geometry.py checks
+    both against their lanes)."""
     m = knn_graph._pull_candidates(p, new_i, old_i, seen, tag, cand)
     changed = 0
+    one = np.empty(1)
     for s in range(m):
-        v = cand[s]
-        changed += knn_graph._offer_to_row(sq_dist_split(X[p], X[v]) / (cx[p] * cx[v]), v, row_d, row_i, row_f)
+        candidate_deltas(X[p], cx[p], X, cx, cand[s:s + 1], one)
+        changed += knn_graph._offer_to_row(one[0], cand[s], row_d, row_i, row_f)
     return changed
 
 
+@pytest.mark.kernels
+@pytest.mark.parametrize("storage", [np.float64, np.float32])
 @pytest.mark.parametrize("dim", [3, 40, 70])
-def test_nn_descent_step_eight_at_a_time_makes_the_rows_of_one_at_a_time(dim):
-    """The pull step with the split deltas eight at a time (used from REFINE_BATCH_MIN_DIM dimensions on)
+def test_nn_descent_step_eight_at_a_time_makes_the_rows_of_one_at_a_time(dim, storage):
+    """The pull step with its deltas eight at a time (used from REFINE_BATCH_MIN_DIM dimensions on)
     inserts exactly what offering the same candidates one at a time inserts, row by row, also with copies
-    and half-full rows."""
+    and half-full rows, for float64 points (split sums) and float32 points (float32 sums)."""
     rng = np.random.default_rng(dim)
     n, K, C = 300, 8, 6
     base = rng.uniform(-0.6, 0.6, (n // 3, dim)) / np.sqrt(dim)
     X = np.ascontiguousarray(np.vstack([base, base, rng.uniform(-0.6, 0.6, (n - 2 * len(base), dim)) / np.sqrt(dim)]))
     cx = conformal_factor(X)
+    X = np.ascontiguousarray(X.astype(storage))
     new_i = rng.integers(-1, n, (n, C)).astype(np.int32)
     old_i = rng.integers(-1, n, (n, C)).astype(np.int32)
     rows = []

@@ -37,9 +37,12 @@ from __future__ import annotations
 
 import numba as nb
 import numpy as np
+from numba.core import types
+from numba.extending import overload
 
-from hypann.geometry._vector_lanes import (LANE_BLOCK, ROW_LANES, add_row_squares4, add_row_squares8, block_square_sum,
-                                          split_square_block_sums, split_square_sums)
+from hypann.geometry._vector_lanes import (LANE_BLOCK, ROW_LANES, add_row_squares4, add_row_squares8,
+                                          block_square_sum, narrow_square_sums, split_square_block_sums,
+                                          split_square_sums)
 
 _SPLITTER = 134217729.0  # 2**27 + 1, Veltkamp split for Dekker's exact product
 
@@ -552,6 +555,47 @@ def deltas_to_rows(q, cq, points, conf, ids, split, out):
         v = ids[r]
         x = points[v]
         out[r] = (sq_dist_split(q, x) if split else sq_dist_row(q, x)) / (cq * conf[v])
+
+
+@nb.njit(cache=True, inline="always")
+def narrow_deltas_to_rows(q, cq, points, conf, ids, out):
+    """:func:`deltas_to_rows` with float32 ``q`` and ``points``, each ``|q - x|^2`` summed in float32
+    (:func:`~hypann.geometry._vector_lanes.narrow_square_sums`), then divided in float64:
+    ``out[t] = float64(s) / (c_q c_x)``. Eight rows side by side, then one by one (the same bits either way)."""
+    m = ids.shape[0]
+    t = 0
+    while t + 8 <= m:
+        rows = (points[ids[t]], points[ids[t + 1]], points[ids[t + 2]], points[ids[t + 3]], points[ids[t + 4]],
+                points[ids[t + 5]], points[ids[t + 6]], points[ids[t + 7]])
+        sums = narrow_square_sums(q, rows)
+        for r in range(8):
+            out[t + r] = np.float64(sums[r]) / (cq * conf[ids[t + r]])
+        t += 8
+    for r in range(t, m):
+        v = ids[r]
+        out[r] = np.float64(narrow_square_sums(q, (points[v],))[0]) / (cq * conf[v])
+
+
+def candidate_deltas(q, cq, points, conf, ids, out):
+    """NN-descent's deltas of its candidates, in compiled code only: ``out[t] = |q - x|^2 / (c_q c_x)`` of
+    ``x = points[ids[t]]``. With float32 ``q`` and ``points`` (float32 storage) each sum is in float32
+    (:func:`narrow_deltas_to_rows`); otherwise in float64, split over four lanes (:func:`deltas_to_rows`
+    with ``split``). Either way fixed by the inputs; NN-descent ranks by float32 keys of them."""
+    raise NotImplementedError("candidate_deltas runs in compiled code only")
+
+
+# not inline="always": numba's IR inlining of this overload lost the caller's row writes (a test's reference
+# pull step, tests/test_graph.py); compiled as a call, LLVM inlines it anyway
+@overload(candidate_deltas)
+def _candidate_deltas_impl(q, cq, points, conf, ids, out):
+    if q.dtype == types.float32 and points.dtype == types.float32:
+        def narrow(q, cq, points, conf, ids, out):
+            narrow_deltas_to_rows(q, cq, points, conf, ids, out)
+        return narrow
+
+    def split(q, cq, points, conf, ids, out):
+        deltas_to_rows(q, cq, points, conf, ids, True, out)
+    return split
 
 
 #: Dimension from which a scan screens each row with :func:`delta_lanes_below` (shorter rows: the

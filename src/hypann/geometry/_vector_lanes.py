@@ -1,10 +1,11 @@
-"""Sums of squared differences in 2-wide (and 4-wide) vectors (numba intrinsics).
+"""Sums of squared differences in 2-wide (and 4- and 8-wide) vectors (numba intrinsics).
 
 numba runs LLVM without its SLP vectorizer (``NUMBA_SLP_VECTORIZE`` is 0 by
 default, and a library cannot change that process-wide setting for its users),
 so independent scalar sums compile to scalar code. The intrinsics here emit
 the vector operations directly, each difference and square in float64 (float32
-coordinates are widened first), without fused multiply-add or reassociation:
+coordinates are widened first; :func:`narrow_square_sums` alone stays in
+float32), without fused multiply-add or reassociation:
 
 * :func:`block_square_sum`, one row: for the :data:`LANE_BLOCK` coordinates
   ``j .. j + 15`` it forms the pairs
@@ -27,7 +28,10 @@ coordinates are widened first), without fused multiply-add or reassociation:
   inputs (NN-descent's candidates and seeding trees from 16-D on);
 * :func:`split_square_block_sums`, the same lanes over coordinates ``start ..
   stop - 1`` only: one block of a sum tested between blocks (the graph walk's
-  deltas from 16-D on).
+  deltas from 16-D on);
+* :func:`narrow_square_sums`, float32 rows only, each split over eight lanes of
+  its own 8-wide float32 vector and summed in float32 (no widening): NN-descent's
+  candidates from 16-D on when the points are stored in float32.
 
 Two lanes in the first two, not four or eight: in a one-off timing on this
 project's machine the 4- and 8-wide forms of :func:`block_square_sum` made the
@@ -41,7 +45,9 @@ array and step, other strides with two scalar loads. When numba checks bounds
 indexed reads would be: the first and the last of a block, every index of
 :func:`add_row_squares4`, the first and the last of each step of
 :func:`split_square_sums` and :func:`split_square_block_sums` (which read
-contiguous rows with one 4-wide load per step, other strides element by element).
+contiguous rows with one 4-wide load per step, other strides element by element),
+of each 8-wide step of :func:`narrow_square_sums` and every index of its last
+``d % 8`` terms.
 """
 
 from llvmlite import ir
@@ -166,10 +172,10 @@ def _row_squares(context, builder, q_array, arrays, begin, end, initial, width):
     return out
 
 
-def _load_run(context, builder, aryty, ary, first, width):
+def _load_run(context, builder, aryty, ary, first, width, widen=True):
     """``float64(a[first]), ..., float64(a[first + width - 1])`` of a 1-D array as a ``<width x double>``: one
     load when the array is contiguous, else one per element. When numba checks bounds, the first and the
-    last index are checked."""
+    last index are checked. With ``widen=False`` the values keep the array's type."""
     last = builder.add(first, first.type(width - 1))
     if context.enable_boundscheck:
         for index in (first, last):
@@ -185,7 +191,7 @@ def _load_run(context, builder, aryty, ary, first, width):
             at = builder.add(first, first.type(lane))
             value = builder.load(cgutils.get_item_pointer(context, builder, aryty, ary, [at]))
             vec = builder.insert_element(vec, value, ir.IntType(32)(lane))
-    if aryty.dtype == types.float32:
+    if widen and aryty.dtype == types.float32:
         vec = builder.fpext(vec, ir.VectorType(ir.DoubleType(), width))
     return vec
 
@@ -341,6 +347,71 @@ def add_row_squares8(typingctx, q, rows, start, stop, sums):
         begin = context.cast(builder, args[2], start_ty, types.intp)
         end = context.cast(builder, args[3], stop_ty, types.intp)
         out = _row_squares(context, builder, q_array, arrays, begin, end, initial, _WIDTH8)
+        return context.make_tuple(builder, signature.return_type, out)
+
+    return sig, codegen
+
+
+#: lanes of each row's sum in :func:`narrow_square_sums`
+NARROW_LANES = 8
+
+
+@intrinsic
+def narrow_square_sums(typingctx, q, rows):
+    """``|q - x_r|^2`` of each float32 row ``x_r`` of the tuple ``rows`` (each as long as ``q``), in float32.
+
+    The first ``w = d - d % 8`` coordinates in eight lanes of an 8-wide float32 vector per row (lane ``l``
+    adds the terms ``i = l (mod 8)`` in order, each difference and square rounded to float32, no fused
+    multiply-add), the row's sum ``((l_0 + l_1) + (l_2 + l_3)) + ((l_4 + l_5) + (l_6 + l_7))``, then the
+    terms ``w <= i < d`` added one by one, all in float32. ``q`` is float32 too.
+
+    Half the bytes per vector and no widening, against :func:`split_square_sums`'s float64 lanes: for
+    NN-descent's candidates when the points are stored in float32, whose keys are float32 anyway. The
+    sum is a tree of depth at most ``d / 8 + 10`` over non-negative terms, each within ``2 u`` of its
+    exact value (``u = 2^-24``: the difference and the square are rounded once each; a difference of two
+    values within a factor 2 of each other is exact), so it is within about ``(d / 8 + 13) u`` of the
+    exact sum of the float32 coordinates' squared differences, relatively: a ``delta``'s float32 key
+    moves by at most a few tens of units in the last place at 100-D, and no term cancels another. Fixed
+    by the inputs, like :func:`split_square_sums` (the same operations per lane on any CPU; without
+    8-wide vectors LLVM splits them).
+    """
+    if not (isinstance(q, types.Array) and q.ndim == 1 and q.dtype == types.float32):
+        return None
+    if not (isinstance(rows, types.UniTuple) and isinstance(rows.dtype, types.Array) and rows.dtype.ndim == 1
+            and rows.dtype.dtype == types.float32):
+        return None
+    sig = types.UniTuple(types.float32, rows.count)(q, rows)
+
+    def codegen(context, builder, signature, args):
+        q_ty, rows_ty = signature.args
+        q_array = context.make_array(q_ty)(context, builder, args[0])
+        arrays = [context.make_array(rows_ty.dtype)(context, builder, value)
+                  for value in cgutils.unpack_tuple(builder, args[1])]
+        d = builder.extract_value(q_array.shape, 0)
+        zero = ir.Constant(ir.VectorType(ir.FloatType(), NARROW_LANES), [0.0] * NARROW_LANES)
+        accumulators = [cgutils.alloca_once_value(builder, zero) for _ in arrays]
+        steps = builder.sdiv(d, d.type(NARROW_LANES))
+        with cgutils.for_range(builder, steps) as loop:
+            first = builder.mul(loop.index, d.type(NARROW_LANES))
+            qv = _load_run(context, builder, q_ty, q_array, first, NARROW_LANES, widen=False)
+            for ary, acc in zip(arrays, accumulators):
+                xv = _load_run(context, builder, rows_ty.dtype, ary, first, NARROW_LANES, widen=False)
+                diff = builder.fsub(qv, xv)
+                builder.store(builder.fadd(builder.load(acc), builder.fmul(diff, diff)), acc)
+        sums = []
+        for acc in accumulators:
+            vec = builder.load(acc)
+            level = [builder.extract_element(vec, ir.IntType(32)(lane)) for lane in range(NARROW_LANES)]
+            while len(level) > 1:
+                level = [builder.fadd(level[i], level[i + 1]) for i in range(0, len(level), 2)]
+            sums.append(cgutils.alloca_once_value(builder, level[0]))
+        whole = builder.mul(steps, d.type(NARROW_LANES))
+        with cgutils.for_range(builder, d, start=whole) as loop:
+            qi = _load_element(context, builder, q_ty, q_array, loop.index)
+            for ary, acc in zip(arrays, sums):
+                diff = builder.fsub(qi, _load_element(context, builder, rows_ty.dtype, ary, loop.index))
+                builder.store(builder.fadd(builder.load(acc), builder.fmul(diff, diff)), acc)
+        out = [builder.load(acc) for acc in sums]
         return context.make_tuple(builder, signature.return_type, out)
 
     return sig, codegen
