@@ -548,7 +548,7 @@ def test_narrow_sums_are_their_float32_lanes_bit_for_bit(d, seed, strided, copie
     """narrow_square_sums (eight float32 rows, and one) gives the bits of the documented float32 lanes, for
     contiguous or strided rows (a column of a 2-D array), exact copies of the query included (sum 0), and
     is within (d / 8 + 13) 2^-24 of the float64 sum of the same float32 coordinates, relatively;
-    narrow_deltas_to_rows divides those sums in float64, eight rows at a time or one by one."""
+    deltas_to_rows with split divides those sums in float64, eight rows at a time or one by one."""
     rng = np.random.default_rng(seed)
     q = (ball_points(rng, 1, d, min_conformal=1e-3)[0] * 0.5).astype(np.float32)
     rows = [_mixed_scale_row(rng, q.astype(np.float64), np.float32) for _ in range(8)]
@@ -579,18 +579,14 @@ def test_narrow_sums_are_their_float32_lanes_bit_for_bit(d, seed, strided, copie
 
 @nb.njit
 def _narrow_deltas(q, cq, points, conf, ids, out):
-    _kernels.narrow_deltas_to_rows(q, cq, points, conf, ids, out)
-
-
-@nb.njit
-def _candidate_deltas(q, cq, points, conf, ids, out):
-    _kernels.candidate_deltas(q, cq, points, conf, ids, out)
+    _kernels.deltas_to_rows(q, cq, points, conf, ids, True, out)
 
 
 @pytest.mark.kernels
-def test_candidate_deltas_sum_float32_points_in_float32_and_float64_points_split():
-    """NN-descent's candidate deltas: float32 query and points in float32 (narrow_deltas_to_rows), anything
-    else as deltas_to_rows with split sums."""
+def test_split_deltas_sum_float32_points_in_float32_and_float64_points_over_four_lanes():
+    """deltas_to_rows with split (NN-descent's keys): a float32 query and points sum in float32
+    (narrow_square_sums' lanes), float64 ones over four float64 lanes (sq_dist_split's bits), eight rows at a
+    time and then one by one."""
     rng = np.random.default_rng(5)
     X = ball_points(rng, 20, 37, min_conformal=1e-6)
     cx = _kernels.conformal_factor(X)
@@ -598,13 +594,12 @@ def test_candidate_deltas_sum_float32_points_in_float32_and_float64_points_split
     for dtype in (np.float32, np.float64):
         P = np.ascontiguousarray(X.astype(dtype))
         got = np.empty(13)
-        want = np.empty(13)
-        _candidate_deltas(P[4], cx[4], P, cx, ids, got)
+        _narrow_deltas(P[4], cx[4], P, cx, ids, got)
         if dtype == np.float32:
-            _narrow_deltas(P[4], cx[4], P, cx, ids, want)
+            sums = [np.float64(_narrow_sum_reference(P[4], P[v])) for v in ids]
         else:
-            _kernels.deltas_to_rows(P[4], cx[4], P, cx, ids, True, want)
-        assert got.tolist() == want.tolist()
+            sums = [_split_sum_reference(P[4], P[v]) for v in ids]
+        assert got.tolist() == [float(s_ / (cx[4] * cx[v])) for s_, v in zip(sums, ids)]
 
 
 def test_narrow_sums_check_bounds_when_numba_does():

@@ -12,7 +12,7 @@ import pytest
 import hypann
 from hypann._runtime import read_only
 from hypann.datasets.families import FAMILIES, make_family
-from hypann.geometry._kernels import candidate_deltas, conformal_factor, delta_to_candidates, sq_dist_split
+from hypann.geometry._kernels import conformal_factor, delta_to_candidates, deltas_to_rows, sq_dist_split
 from hypann.graph import HyperbolicGraphIndex
 from hypann.graph import knn_graph
 from hypann.graph.knn_graph import _reverse_lists, _search_graph, nn_descent
@@ -215,14 +215,14 @@ def test_points_kept_in_leaf_order_give_the_same_graph_and_answers(mixture, mixt
 @numba.njit
 def _pull_step_split_one_at_a_time(p, X, cx, new_i, old_i, row_d, row_i, row_f, seen, tag, cand):
     """The pull step as :func:`knn_graph._refine_row_batched` documents it, one candidate at a time: each
-    candidate's delta offered in turn (:func:`~hypann.geometry._kernels.candidate_deltas` of that one
-    candidate: float64 points its split sum, float32 points its float32 sum; tests/test_geometry.py checks
-    both against their lanes)."""
+    candidate's delta offered in turn (:func:`~hypann.geometry._kernels.deltas_to_rows` with ``split`` of
+    that one candidate: float64 points its split sum, float32 points its float32 sum; tests/test_geometry.py
+    checks both against their lanes)."""
     m = knn_graph._pull_candidates(p, new_i, old_i, seen, tag, cand)
     changed = 0
     one = np.empty(1)
     for s in range(m):
-        candidate_deltas(X[p], cx[p], X, cx, cand[s:s + 1], one)
+        deltas_to_rows(X[p], cx[p], X, cx, cand[s:s + 1], True, one)
         changed += knn_graph._offer_to_row(one[0], cand[s], row_d, row_i, row_f)
     return changed
 

@@ -531,71 +531,68 @@ def sq_dist_pair_split(q, a, b):
     return _sq_dist_rest(q, a, sums[0], whole), _sq_dist_rest(q, b, sums[1], whole)
 
 
+def split_sums8(q, rows):
+    """NN-descent's ``|q - x_r|^2`` of the eight rows of the tuple ``rows`` (compiled code only), float64: with
+    float32 ``q`` and rows (float32 storage) summed in float32 over eight lanes
+    (:func:`~hypann.geometry._vector_lanes.narrow_square_sums`), otherwise over four float64 lanes
+    (:func:`sq_dist8_split`). Either way fixed by the inputs; NN-descent ranks by float32 keys of them."""
+    raise NotImplementedError("split_sums8 runs in compiled code only")
+
+
+def split_sum(q, x):
+    """:func:`split_sums8` of one row (the same bits as in a group of eight), compiled code only."""
+    raise NotImplementedError("split_sum runs in compiled code only")
+
+
+def _narrow(q, row_type):
+    """Whether :func:`split_sums8` and :func:`split_sum` sum in float32: a float32 query and float32 rows."""
+    return q.dtype == types.float32 and row_type.dtype == types.float32
+
+
+# the overloads are not inline="always": numba's IR inlining of such an overload lost its caller's row writes (a
+# test's reference pull step, tests/test_graph.py); compiled as calls, LLVM inlines them anyway
+@overload(split_sums8)
+def _split_sums8_impl(q, rows):
+    if _narrow(q, rows.dtype):
+        def narrow(q, rows):
+            s = narrow_square_sums(q, rows)
+            return (np.float64(s[0]), np.float64(s[1]), np.float64(s[2]), np.float64(s[3]), np.float64(s[4]),
+                    np.float64(s[5]), np.float64(s[6]), np.float64(s[7]))
+        return narrow
+    return lambda q, rows: sq_dist8_split(q, rows)
+
+
+@overload(split_sum)
+def _split_sum_impl(q, x):
+    if _narrow(q, x):
+        return lambda q, x: np.float64(narrow_square_sums(q, (x,))[0])
+    return lambda q, x: sq_dist_split(q, x)
+
+
 @nb.njit(cache=True, inline="always")
 def deltas_to_rows(q, cq, points, conf, ids, split, out):
     """``out[t] = |q - x|^2 / (c_q c_x)`` of ``x = points[ids[t]]`` for every ``t < len(ids)``, eight rows
     side by side, then one by one (the same bits either way).
 
-    ``split``: each sum split over four lanes (:func:`sq_dist8`, :func:`sq_dist_split`; NN-descent's keys).
-    Otherwise in coordinate order (:func:`sq_dist8`, :func:`sq_dist_row`): :func:`delta_row`'s bits
-    (``(q_j - x_j)^2 = (x_j - q_j)^2`` exactly, and ``c_q c_x = c_x c_q``), without waiting on one chain of
-    additions at a time. NN-descent's rows and candidates, the graph's reverse edges, the long edges' k-NN
-    rows.
+    ``split``: NN-descent's keys, :func:`split_sums8` and :func:`split_sum` (sums over four float64 lanes, or
+    over eight float32 lanes when ``q`` and ``points`` are float32). Otherwise in coordinate order
+    (:func:`sq_dist8`, :func:`sq_dist_row`): :func:`delta_row`'s bits (``(q_j - x_j)^2 = (x_j - q_j)^2``
+    exactly, and ``c_q c_x = c_x c_q``), without waiting on one chain of additions at a time. NN-descent's
+    rows and candidates, the graph's reverse edges, the long edges' k-NN rows.
     """
     m = ids.shape[0]
     t = 0
     while t + 8 <= m:
         rows = (points[ids[t]], points[ids[t + 1]], points[ids[t + 2]], points[ids[t + 3]], points[ids[t + 4]],
                 points[ids[t + 5]], points[ids[t + 6]], points[ids[t + 7]])
-        sums = sq_dist8(q, rows, split)
+        sums = split_sums8(q, rows) if split else sq_dist8(q, rows, False)
         for r in range(8):
             out[t + r] = sums[r] / (cq * conf[ids[t + r]])
         t += 8
     for r in range(t, m):
         v = ids[r]
         x = points[v]
-        out[r] = (sq_dist_split(q, x) if split else sq_dist_row(q, x)) / (cq * conf[v])
-
-
-@nb.njit(cache=True, inline="always")
-def narrow_deltas_to_rows(q, cq, points, conf, ids, out):
-    """:func:`deltas_to_rows` with float32 ``q`` and ``points``, each ``|q - x|^2`` summed in float32
-    (:func:`~hypann.geometry._vector_lanes.narrow_square_sums`), then divided in float64:
-    ``out[t] = float64(s) / (c_q c_x)``. Eight rows side by side, then one by one (the same bits either way)."""
-    m = ids.shape[0]
-    t = 0
-    while t + 8 <= m:
-        rows = (points[ids[t]], points[ids[t + 1]], points[ids[t + 2]], points[ids[t + 3]], points[ids[t + 4]],
-                points[ids[t + 5]], points[ids[t + 6]], points[ids[t + 7]])
-        sums = narrow_square_sums(q, rows)
-        for r in range(8):
-            out[t + r] = np.float64(sums[r]) / (cq * conf[ids[t + r]])
-        t += 8
-    for r in range(t, m):
-        v = ids[r]
-        out[r] = np.float64(narrow_square_sums(q, (points[v],))[0]) / (cq * conf[v])
-
-
-def candidate_deltas(q, cq, points, conf, ids, out):
-    """NN-descent's deltas of its candidates, in compiled code only: ``out[t] = |q - x|^2 / (c_q c_x)`` of
-    ``x = points[ids[t]]``. With float32 ``q`` and ``points`` (float32 storage) each sum is in float32
-    (:func:`narrow_deltas_to_rows`); otherwise in float64, split over four lanes (:func:`deltas_to_rows`
-    with ``split``). Either way fixed by the inputs; NN-descent ranks by float32 keys of them."""
-    raise NotImplementedError("candidate_deltas runs in compiled code only")
-
-
-# not inline="always": numba's IR inlining of this overload lost the caller's row writes (a test's reference
-# pull step, tests/test_graph.py); compiled as a call, LLVM inlines it anyway
-@overload(candidate_deltas)
-def _candidate_deltas_impl(q, cq, points, conf, ids, out):
-    if q.dtype == types.float32 and points.dtype == types.float32:
-        def narrow(q, cq, points, conf, ids, out):
-            narrow_deltas_to_rows(q, cq, points, conf, ids, out)
-        return narrow
-
-    def split(q, cq, points, conf, ids, out):
-        deltas_to_rows(q, cq, points, conf, ids, True, out)
-    return split
+        out[r] = (split_sum(q, x) if split else sq_dist_row(q, x)) / (cq * conf[v])
 
 
 #: Dimension from which a scan screens each row with :func:`delta_lanes_below` (shorter rows: the

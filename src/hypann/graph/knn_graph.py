@@ -89,7 +89,7 @@ The design here
   ids and float32 keys (see "Memory of the build" below); the search graph
   is assembled with float64 deltas. From 16 dimensions on a point's
   candidates are compared eight at a time and never stopped early
-  (:func:`~hypann.geometry._kernels.candidate_deltas`: each sum split over
+  (:func:`~hypann.geometry._kernels.split_sums8`: each sum split over
   four float64 vector lanes, or, with float32 storage, summed in float32
   over eight lanes; the keys of the rounds need not be :func:`delta_row`'s
   bits, only fixed by the inputs); below, one sum at a time in coordinate
@@ -286,7 +286,7 @@ from hypann._runtime import (
 )
 from hypann._validation import (check_positive_int, check_query_coordinates, check_real, check_stored_points,
                                 check_stored_queries, state_flag)
-from hypann.geometry._kernels import (candidate_deltas, delta4_below, delta4_split_below, delta_row, delta_row_below,
+from hypann.geometry._kernels import (delta4_below, delta4_split_below, delta_row, delta_row_below,
                                       delta_row_below_counted, delta_split_below, deltas_to_rows, few_lorentz_points,
                                       few_points_conformal, gather_points_in_place, gather_rows_in_place, holds,
                                       insert_sorted, inverse_permutation, one_query_start, sq_dist8, sq_dist_row)
@@ -957,7 +957,7 @@ def _pull_candidates(p, new_i, old_i, seen, tag, cand):
 def _refine_row_batched(p, points, conf, new_i, old_i, row_d, row_i, row_f, seen, tag, cand, cand_d):
     """:func:`_refine_row` with the candidates gathered first (:func:`_pull_candidates`), then offered
     in that order (:func:`_offer_batched`), their deltas computed first. The deltas are
-    :func:`~hypann.geometry._kernels.candidate_deltas` (split sums; float32 sums for float32 points), which
+    :func:`~hypann.geometry._kernels.split_sums8` (split sums; float32 sums for float32 points), which
     may differ from :func:`_refine_row`'s in the last bits, so a
     float64 value next to a float32 key boundary can get the other key. Faster from
     :data:`REFINE_BATCH_MIN_DIM` dimensions on; in fewer, one sum at a time wins.
@@ -970,14 +970,14 @@ def _refine_row_batched(p, points, conf, new_i, old_i, row_d, row_i, row_f, seen
 def _offer_batched(q, cq, points, conf, cand, m, row_d, row_i, row_f, cand_d):
     """Offer the points ``cand[:m]`` to the row of the point ``q`` (conformal factor ``cq``), in that order.
 
-    Their deltas are computed first, all of them and in full
-    (:func:`~hypann.geometry._kernels.candidate_deltas`: split sums, or float32 sums for float32 points;
-    into ``cand_d``, as long as ``cand``), then offered one by one. Stopping each sum once it is proved
+    Their deltas are computed first, all of them and in full (:func:`deltas_to_rows` with ``split``:
+    split sums, or float32 sums for float32 points; into ``cand_d``, as long as ``cand``), then offered
+    one by one. Stopping each sum once it is proved
     above the row's worst key would save arithmetic, but in a one-off timing of a 100-D round the eight
     full split sums side by side were faster than with the tests, although the tests stopped most sums.
     Returns the number of insertions.
     """
-    candidate_deltas(q, cq, points, conf, cand[:m], cand_d)
+    deltas_to_rows(q, cq, points, conf, cand[:m], True, cand_d)
     changed = 0
     for s in range(m):
         changed += _offer_to_row(cand_d[s], cand[s], row_d, row_i, row_f)
