@@ -335,16 +335,22 @@ def test_fixed_ef_skips_calibration(mixture):
 
 class _LadderStub:
     """Stands in for an index in ``_calibrate_ef``: every search at list size ``ef`` finds the true ``k``
-    nearest of the first ``found(ef)`` sample points and nothing of the others."""
+    nearest of the first ``found(ef)`` sample points and nothing of the others, and evaluates
+    ``evaluations(ef, rows, calls)`` points per query (``calls``: the list sizes of the searches so far,
+    this one included; no evaluations by default, so the ladder never stops for the scan)."""
 
-    def __init__(self, n_nodes, found):
-        self.n_nodes_, self.found, self.calls = n_nodes, found, []
+    def __init__(self, n_nodes, found, evaluations=None):
+        self.n_nodes_ = self.n_points_ = n_nodes
+        self.found, self.calls = found, []
+        self.evaluations = evaluations or (lambda ef, rows, calls: np.zeros(len(rows)))
         self.points_ = self.conformal_ = np.arange(n_nodes)
 
     def _run(self, points, conformal, k, ef, budget, exclude, *, copies):
         self.calls.append(ef)
-        hit = np.asarray(exclude) < self.found(ef)
-        return None, np.where(hit[:, None], 1.0, np.inf) * np.ones((len(exclude), k)), None
+        rows = np.asarray(exclude)
+        hit = rows < self.found(ef)
+        samples = np.asarray(self.evaluations(ef, rows, self.calls), dtype=np.int64)
+        return None, np.where(hit[:, None], 1.0, np.inf) * np.ones((len(rows), k)), samples
 
 
 @pytest.mark.parametrize("n_nodes", [300, 5000])
@@ -355,13 +361,48 @@ def test_calibration_short_of_its_target_keeps_the_smallest_ef_near_the_best(n_n
     # recall 0.5 at ef 10, 0.96 at 12-48, 0.9667 at 64-96, 0.97 from 128: the target 0.98 is never reached,
     # and 0.9667 is the first within 0.005 of the best, 0.97
     stub = _LadderStub(n_nodes, lambda ef: 150 if ef < 12 else 288 if ef < 64 else 290 if ef < 128 else 291)
-    ef, rec, best = knn_graph._calibrate_ef(stub, sample, truth, 0.98)
-    assert (best, ef, rec) == (0.97, 64, 290 / 300)
+    ef, rec, best, walked = knn_graph._calibrate_ef(stub, sample, truth, 0.98)
+    assert (best, ef, rec, walked) == (0.97, 64, 290 / 300, None)
     assert stub.calls[-1] == n_nodes  # tried up to a list of every node
     # reached: the first ef that does, its recall twice
     stub = _LadderStub(n_nodes, lambda ef: 150 if ef < 16 else 297)
-    assert knn_graph._calibrate_ef(stub, sample, truth, 0.98) == (16, 0.99, 0.99)
+    assert knn_graph._calibrate_ef(stub, sample, truth, 0.98) == (16, 0.99, 0.99, None)
     assert stub.calls == [10, 12, 16]
+
+
+@pytest.mark.parametrize("n_nodes", [500, 600])
+def test_calibration_stops_climbing_where_the_walk_evaluates_more_than_the_scan(n_nodes):
+    """A search at list size ``ef`` evaluates ``ef`` points; recall 1/3 up to ``ef`` 48, 2/3 at 64-96, 1 at 128.
+    At ``ef`` 64 the mean evaluations, each point counted at its last search, are (100 * 10 + 200 * 64) / 300
+    = 46: above SCAN_FRACTION of 500 points (45.5), so the ladder stops there (the default search scans
+    whatever a longer list would reach), after searching the points found at ``ef`` 10 again at 64; below
+    that of 600 points (54.5), so it climbs on to the target."""
+    sample, truth = np.arange(300), np.ones((300, K))
+    stub = _LadderStub(n_nodes, lambda ef: 100 if ef < 64 else 200 if ef < 128 else 300,
+                       lambda ef, rows, calls: np.full(len(rows), ef))
+    got = knn_graph._calibrate_ef(stub, sample, truth, 0.98)
+    climb = [10, 12, 16, 20, 24, 32, 40, 48, 64]
+    if n_nodes == 500:
+        assert got == (64, 2 / 3, 2 / 3, 64.0) and stub.calls == climb + [64]
+    else:
+        assert got == (128, 1.0, 1.0, None) and stub.calls == climb + [80, 96, 128]
+
+
+def test_calibration_on_a_plateau_climbs_on_while_its_start_walks_cheaply():
+    """Recall stays at 0.5 at every ``ef``, and the longer lists evaluate more than SCAN_FRACTION of the points:
+    the smallest ``ef`` within CALIBRATION_PLATEAU of the best walks 10, so the ladder runs to its end and keeps
+    it (groups of copies that no walk reaches, ``test_near_duplicates_do_not_make_...``). A bound that a second
+    search at the same ``ef`` does not confirm does not stop it either: it is replaced by the measured mean."""
+    sample, truth = np.arange(300), np.ones((300, K))
+    stub = _LadderStub(500, lambda ef: 150, lambda ef, rows, calls: np.full(len(rows), ef))
+    assert knn_graph._calibrate_ef(stub, sample, truth, 0.98) == (10, 0.5, 0.5, None)
+    assert stub.calls[-1] == 500 and len(stub.calls) == len(set(stub.calls))
+    # the first search at each ef evaluates 1,000 points, a second one none: at ef 10 the bound (1,000) asks for
+    # the found points' second search, whose mean (10 * 1000 / 300 = 33) is below 45.5, and the ladder goes on
+    stub = _LadderStub(500, lambda ef: 290,
+                       lambda ef, rows, calls: np.full(len(rows), 1000 if calls.count(ef) == 1 else 0))
+    assert knn_graph._calibrate_ef(stub, sample, truth, 0.98) == (10, 29 / 30, 29 / 30, None)
+    assert stub.calls[:3] == [10, 10, 12] and stub.calls[-1] == 500 and stub.calls.count(10) == 2
 
 
 def test_calibration_sample_adds_points_of_the_boundary_tenth():
@@ -388,14 +429,13 @@ def test_calibration_reaches_the_target_on_the_boundary_sample_too():
     sample, truth = np.arange(384), np.ones((384, K))
     boundary = np.arange(384) >= 256
     stub = _LadderStub(384, lambda ef: 256 if ef < 24 else 384)
-    assert knn_graph._calibrate_ef(stub, sample, truth, 0.98, boundary) == (24, 1.0, 1.0)
+    assert knn_graph._calibrate_ef(stub, sample, truth, 0.98, boundary) == (24, 1.0, 1.0, None)
     # without a mask the mean over the whole sample decides: 2/3 until ef 24
     assert knn_graph._calibrate_ef(_LadderStub(384, lambda ef: 256 if ef < 24 else 384), sample, truth,
-                                   0.6) == (10, 256 / 384, 256 / 384)
+                                   0.6) == (10, 256 / 384, 256 / 384, None)
     # the lower part decides, also short of the target: boundary at 0.5 until 128, uniform found at once
     stub = _LadderStub(384, lambda ef: 320 if ef < 128 else 350)
-    ef, rec, best = knn_graph._calibrate_ef(stub, sample, truth, 0.98, boundary)
-    assert (ef, rec, best) == (128, 94 / 128, 94 / 128)
+    assert knn_graph._calibrate_ef(stub, sample, truth, 0.98, boundary) == (128, 94 / 128, 94 / 128, None)
 
 
 def test_calibration_holds_the_boundary_within_the_gap_of_the_rest():
@@ -405,18 +445,18 @@ def test_calibration_holds_the_boundary_within_the_gap_of_the_rest():
     sample, truth = np.arange(384), np.ones((384, K))
     boundary = np.arange(384) >= 256
     stub = _LadderStub(384, lambda ef: 200 if ef < 12 else 382 if ef < 32 else 383)
-    assert knn_graph._calibrate_ef(stub, sample, truth, 0.98, boundary) == (32, 127 / 128, 127 / 128)
+    assert knn_graph._calibrate_ef(stub, sample, truth, 0.98, boundary) == (32, 127 / 128, 127 / 128, None)
     assert stub.calls == [10, 12, 16, 20, 24, 32]
     # a boundary part above the uniform one holds at once
     boundary = np.arange(384) < 128
     stub = _LadderStub(384, lambda ef: 200 if ef < 12 else 382)
-    assert knn_graph._calibrate_ef(stub, sample, truth, 0.98, boundary) == (12, 254 / 256, 254 / 256)
+    assert knn_graph._calibrate_ef(stub, sample, truth, 0.98, boundary) == (12, 254 / 256, 254 / 256, None)
     # the rule is the constant's: with a gap of 0.02 the first ef both parts pass is kept
     boundary = np.arange(384) >= 256
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(knn_graph, "BOUNDARY_GAP", 0.02)
         stub = _LadderStub(384, lambda ef: 200 if ef < 12 else 382 if ef < 32 else 383)
-        assert knn_graph._calibrate_ef(stub, sample, truth, 0.98, boundary) == (12, 126 / 128, 126 / 128)
+        assert knn_graph._calibrate_ef(stub, sample, truth, 0.98, boundary) == (12, 126 / 128, 126 / 128, None)
 
 
 def test_near_duplicates_do_not_make_the_default_list_as_long_as_the_data(caplog, monkeypatch):

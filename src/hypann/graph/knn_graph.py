@@ -1913,15 +1913,27 @@ def _calibrate_ef(index, sample, truth, target, boundary=None):
     the sample, the lower of the uniform part's and the boundary part's
     (without one, the mean over the sample); an ``ef`` is kept only where the
     boundary part is also within :data:`BOUNDARY_GAP` of the uniform part.
-    Returns ``(ef, recall, best)``:
+    Returns ``(ef, recall, best, evaluations)``:
     ``best`` is the highest recall tried (``recall`` when the target is
     reached). When no ``ef`` reaches it (with the gap held), ``ef`` is the
-    smallest whose recall is within :data:`CALIBRATION_PLATEAU` of ``best``. The ladder always ends
+    smallest whose recall is within :data:`CALIBRATION_PLATEAU` of ``best``. The ladder ends
     at ``n``, a list that can hold every node. A sample point whose ``k``
     neighbours were all found at a smaller ``ef`` is not searched again
     (counted as found: a longer list starts from the same entry points and
     only explores more), so each step searches only the points still missing
     a neighbour.
+
+    The ladder stops early where the walk cannot pay: when even the smallest
+    ``ef`` tried whose recall is within :data:`CALIBRATION_PLATEAU` of the best
+    so far evaluated more than :data:`SCAN_FRACTION` of the ``n_points_`` per
+    query, averaged over the uniform part (each point counted at its last
+    search: at most what it would evaluate at a longer list), every ``ef`` the
+    full ladder could choose evaluates more, and the default search scans
+    every point (``scans_``) whatever it chooses. The points found earlier
+    are then searched at the current ``ef`` too, and if the uniform part's
+    mean evaluations there still exceed the fraction, ``ef`` is the current
+    one and ``evaluations`` that mean; otherwise (and when the ladder runs
+    to its end) ``evaluations`` is ``None``.
     """
     n = index.n_nodes_
     k = truth.shape[1]
@@ -1933,21 +1945,36 @@ def _calibrate_ef(index, sample, truth, target, boundary=None):
     if not ladder or ladder[-1] < n:
         ladder.append(n)
     ladder = [max(e, k) for e in ladder]
+    uniform = np.ones(len(sample), bool) if boundary is None else ~boundary
+    scan_above = SCAN_FRACTION * index.n_points_
     per_point = np.zeros(len(sample))
+    evaluations = np.zeros(len(sample))  # of each sample point at its last search
     tried = []
     for ef in ladder:
         todo = np.flatnonzero(per_point < 1.0)
         rows = sample[todo]
-        _, deltas, _ = index._run(index.points_[rows], index.conformal_[rows], k, ef, None, rows, copies=False)
+        _, deltas, samples = index._run(index.points_[rows], index.conformal_[rows], k, ef, None, rows, copies=False)
+        evaluations[todo] = samples
         # by delta: monotone in the distance
         per_point[todo] = recall_per_query(deltas, truth[todo], k, epsilon=RECALL_RTOL)
         rec, held = _calibration_score(per_point, boundary)
         if rec >= target and held:
-            return ef, rec, rec
-        tried.append((ef, rec))
-    best = max(rec for _, rec in tried)
-    ef, rec = next((ef, rec) for ef, rec in tried if rec >= best - CALIBRATION_PLATEAU)
-    return ef, rec, best
+            return ef, rec, rec, None
+        tried.append((ef, rec, float(np.mean(evaluations[uniform]))))
+        best = max(r for _, r, _ in tried)
+        if next(walked for _, r, walked in tried if r >= best - CALIBRATION_PLATEAU) > scan_above:
+            found = np.flatnonzero(uniform & (per_point >= 1.0))
+            if found.size:
+                rows = sample[found]
+                evaluations[found] = index._run(index.points_[rows], index.conformal_[rows], k, ef, None, rows,
+                                                copies=False)[2]
+            walked = float(np.mean(evaluations[uniform]))
+            if walked > scan_above:
+                return ef, rec, best, walked
+            tried[-1] = (ef, rec, walked)  # measured, not bounded: the next step compares with it
+    best = max(rec for _, rec, _ in tried)
+    ef, rec = next((ef, rec) for ef, rec, _ in tried if rec >= best - CALIBRATION_PLATEAU)
+    return ef, rec, best, None
 
 
 # --------------------------------------------------------------------------- index
@@ -2280,7 +2307,7 @@ class HyperbolicGraphIndex:
                     self._use_neighbors(*unpruned, pruned=False)
                     self.ef_, self.calibration_recall_, self.default_evaluations_, best = calibrated
                 del pruned, unpruned
-            if self.calibration_recall_ < target:
+            if self.calibration_recall_ < target and not self.scans_:
                 logger.warning("graph ef calibration: recall %.3f < target %.3f at every ef up to %d (the graph does "
                                "not reach some neighbours from their entry points); ef_=%d, recall %.3f, the smallest "
                                "ef within %.3f of the best; exact=True or algorithm='auto' give exact answers",
@@ -2296,11 +2323,13 @@ class HyperbolicGraphIndex:
         """``ef_``, ``calibration_recall_`` and ``default_evaluations_`` of the current ``neighbors_`` from the
         leave-one-out ``sample`` with its ``truth`` and ``boundary`` mask (:func:`_calibrate_ef`); returns the best
         recall tried. The evaluations are those of a typical query: of the uniform part only."""
-        self.ef_, self.calibration_recall_, best = _calibrate_ef(self, sample, truth, target, boundary)
-        some = sample[~boundary][::4]  # a spread quarter (the sample is in row order): the mean needs no more
-        samples = self._run(self.points_[some], self.conformal_[some], truth.shape[1], self.ef_, None, some,
-                            copies=False)[2]
-        self.default_evaluations_ = float(np.mean(samples))
+        self.ef_, self.calibration_recall_, best, walked = _calibrate_ef(self, sample, truth, target, boundary)
+        if walked is None:
+            some = sample[~boundary][::4]  # a spread quarter (the sample is in row order): the mean needs no more
+            samples = self._run(self.points_[some], self.conformal_[some], truth.shape[1], self.ef_, None, some,
+                                copies=False)[2]
+            walked = float(np.mean(samples))
+        self.default_evaluations_ = walked
         return best
 
     def _use_neighbors(self, neighbors, structure=None, *, pruned):
