@@ -13,8 +13,12 @@ more), the median over ``--repeats`` of:
 
 for every batch size of ``--batches`` (queries per call; the calls cover
 the same queries). Both scans are checked to return the same ids and
-deltas. Prints a markdown table and writes ``results/exact_scan.json`` (``exact_scan_k<k>.json``
-for another ``--k``).
+deltas. ``--storage float32`` rounds the base points to float32 as a float32 index stores them
+(rows that rounding puts on or past the boundary pulled in by float32 steps) and scans them as
+float32 rows: the Gram products are then float32 ones (module docstring of
+:mod:`hypann.geometry.gram_scan`); numpy brute force still gets the float64 points. Prints a markdown
+table and writes ``results/exact_scan.json`` (``exact_scan_k<k>.json`` for another ``--k``, with
+``_float32`` added for float32 storage).
 ``hypann.geometry.gram_scan.GRAM_MIN_QUERIES`` is the batch size from which
 the screen is used.
 
@@ -23,6 +27,7 @@ Usage::
     python benchmarks/exact_scan.py
     python benchmarks/exact_scan.py --n 100000 --dims 10,100 --batches 1,8,256
     python benchmarks/exact_scan.py --k 100 --batches 256
+    python benchmarks/exact_scan.py --n 100000 --dims 100 --batches 256 --storage float32
 """
 
 from __future__ import annotations
@@ -36,7 +41,7 @@ from threadpoolctl import threadpool_limits
 
 from _common import family_arguments, family_cases, family_split, markdown_table, median_time, write_json
 from hypann.eval.numpy_brute import numpy_brute_knn
-from hypann.geometry._kernels import brute_knn_delta, brute_knn_delta_serial
+from hypann.geometry._kernels import brute_knn_delta, brute_knn_delta_serial, conformal_factor
 from hypann.geometry.gram_scan import gram_knn_delta
 
 
@@ -46,11 +51,25 @@ def in_calls(fn, Q, cq, batch):
     return np.vstack([p[0] for p in parts]), np.vstack([p[1] for p in parts])
 
 
+def as_float32_rows(X):
+    """``X`` rounded to float32, each row that lands on or past the boundary pulled in by float32 steps, and
+    the rows' ``1-|x|^2`` (float64)."""
+    X = np.ascontiguousarray(X, dtype=np.float32)
+    cx = conformal_factor(X.astype(np.float64))
+    while not np.all(cx > 0.0):
+        outside = ~(cx > 0.0)
+        X[outside] *= np.float32(1.0 - 2.0**-23)
+        cx = conformal_factor(X.astype(np.float64))
+    return X, cx
+
+
 def run_case(name, dim, args):
     n, X, cx, Q, cq = family_split(name, dim, args)
     nbq = min(args.brute_queries, args.queries)
     brute_s, _ = median_time(lambda: numpy_brute_knn(Q[:nbq], X, args.k), repeats=1, warmup=0)
     brute_qps = nbq / brute_s
+    if args.storage == "float32":
+        X, cx = as_float32_rows(X)
     rows = []
     for batch in args.batch_sizes:
         plain = brute_knn_delta_serial if batch == 1 else brute_knn_delta
@@ -67,7 +86,8 @@ def run_case(name, dim, args):
         if not (np.array_equal(want[0], got[0]) and np.array_equal(want[1], got[1])):
             raise AssertionError(f"{name} {dim}-D batch {batch}: the Gram scan differs from the plain scan")
         evaluated = gram_knn_delta(Q[:batch], cq[:batch], X, cx, args.k, return_evaluated=True)[2]
-        row = {"family": name, "dim": dim, "n": n, "k": args.k, "batch": batch, "brute_qps": brute_qps,
+        row = {"family": name, "dim": dim, "n": n, "storage": args.storage, "k": args.k, "batch": batch,
+               "brute_qps": brute_qps,
                "plain_x": len(Q) / plain_s / brute_qps, "gram_x": len(Q) / gram_s / brute_qps,
                "gram_over_plain": plain_s / gram_s, "evaluated_per_query": float(np.median(evaluated))}
         print(f"{name:18s} {dim:3d}-D batch {batch:4d}: plain {row['plain_x']:7.1f}x, gram {row['gram_x']:7.1f}x "
@@ -86,6 +106,8 @@ def main(argv=None):
     ap.add_argument("--threads", type=int, default=1,
                     help="numba threads of the scans (run with NUMBA_NUM_THREADS at least this); the Gram "
                          "scan sets BLAS's threads itself; numpy brute force runs on one")
+    ap.add_argument("--storage", choices=("float64", "float32"), default="float64",
+                    help="the base points' type in the scans (float32: rounded as a float32 index stores them)")
     args = ap.parse_args(argv)
     args.batch_sizes = [int(b) for b in args.batches.split(",")]
     numba.set_num_threads(args.threads)
@@ -94,10 +116,12 @@ def main(argv=None):
     with threadpool_limits(1):
         for name, dim in family_cases(args.families, args.dims):
             rows += run_case(name, dim, args)
-    columns = ["family", "dim", "n", "k", "batch", "brute_qps", "plain_x", "gram_x", "gram_over_plain",
+    columns = ["family", "dim", "n", "storage", "k", "batch", "brute_qps", "plain_x", "gram_x", "gram_over_plain",
                "evaluated_per_query"]
     print(markdown_table(rows, columns))
     name = "exact_scan" if args.k == 10 else f"exact_scan_k{args.k}"
+    if args.storage == "float32":
+        name += "_float32"
     write_json(name, {"args": vars(args), "seconds": time.perf_counter() - t0, "rows": rows})
 
 

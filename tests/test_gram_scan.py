@@ -89,13 +89,14 @@ def test_duplicates_ties_and_queries_on_points(small_blocks, n, m, d, k, seed):
 
 
 @settings(deadline=None, max_examples=25)
-@given(seed=st.integers(0, 2**32 - 1), d=st.integers(2, 16))
-def test_deep_clusters_near_the_boundary(small_blocks, seed, d):
-    """Clusters at hyperbolic norms 20-37 (1-|x|^2 down to 3e-16): the bounds widen, the answer does not."""
+@given(seed=st.integers(0, 2**32 - 1), d=st.integers(2, 16), storage=st.sampled_from([np.float64, np.float32]))
+def test_deep_clusters_near_the_boundary(small_blocks, seed, d, storage):
+    """Clusters at hyperbolic norms 20-37 (1-|x|^2 down to 3e-16): the bounds widen, the answer does not
+    (float32 points: pulled inside as stored, the products in float32)."""
     rng = np.random.default_rng(seed)
     X = deep_clusters(rng, 60, d)
     Q = deep_clusters(rng, 9, d)
-    _same_as_plain_scan(Q, X, 10)
+    _same_as_plain_scan(Q, X, 10, storage=storage)
 
 
 def _tight_cluster(rng, n, d, h, scale):
@@ -110,20 +111,37 @@ def _tight_cluster(rng, n, d, h, scale):
 
 @settings(deadline=None, max_examples=25)
 @given(seed=st.integers(0, 2**32 - 1), d=st.integers(1, 16), h=st.floats(5.0, 30.0),
-       scale=st.sampled_from([1e-9, 1e-12]))
-def test_tight_clusters_below_the_products_rounding(small_blocks, seed, d, h, scale):
+       scale=st.sampled_from([1e-9, 1e-12]), storage=st.sampled_from([np.float64, np.float32]))
+def test_tight_clusters_below_the_products_rounding(small_blocks, seed, d, h, scale, storage):
+    """(Float32 points: the cluster's spread, 1e-6 to 1e-3 here, is still below the float32 products' rounding
+    at hyperbolic norm 5-30.)"""
+    if storage is np.float32:
+        scale *= 1e3 if scale == 1e-9 else 1e6
     rng = np.random.default_rng(seed)
     X = np.vstack([_tight_cluster(rng, 40, d, h, scale), ball_points(rng, 20, d)])
     Q = np.vstack([_tight_cluster(np.random.default_rng(seed), 6, d, h, scale), X[:3]])
-    _same_as_plain_scan(Q, X, 10)
+    _same_as_plain_scan(Q, X, 10, storage=storage)
 
 
-def test_points_on_one_sphere_and_at_the_origin(small_blocks):
+@settings(deadline=None, max_examples=25)
+@given(seed=st.integers(0, 2**32 - 1), d=st.integers(1, 40), exponent=st.integers(-45, -36))
+def test_float32_points_below_the_normal_range(small_blocks, seed, d, exponent):
+    """Float32 points whose coordinates are about ``10^exponent`` (float32's subnormals start below 1.2e-38),
+    and float64 queries among them that float32 cannot hold: the products underflow to nothing, and only the
+    absolute floor of the bounds (``gram_floor``) keeps the screen from dropping the nearest points."""
+    rng = np.random.default_rng(seed)
+    X = (rng.standard_normal((50, d)) * 10.0**exponent).astype(np.float32)
+    Q = np.vstack([rng.standard_normal((6, d)) * 10.0**exponent, X[:2].astype(np.float64) * (1 + 1e-9)])
+    _same_as_plain_scan(Q, X, 10, storage=np.float32)
+
+
+@pytest.mark.parametrize("storage", [np.float64, np.float32])
+def test_points_on_one_sphere_and_at_the_origin(small_blocks, storage):
     """Every point at the same hyperbolic norm (near-ties everywhere), plus the origin."""
     rng = np.random.default_rng(3)
     X = np.vstack([points_at_norm(rng.normal(size=(80, 5)), np.full(80, 30.0)), np.zeros((1, 5))])
     Q = np.vstack([points_at_norm(rng.normal(size=(10, 5)), np.full(10, 30.0)), np.zeros((1, 5))])
-    _same_as_plain_scan(Q, X, 10)
+    _same_as_plain_scan(Q, X, 10, storage=storage)
 
 
 def test_the_screen_evaluates_few_points_on_clustered_data():
@@ -166,7 +184,7 @@ def _groups_of(name):
     """The group count of every call of ``gram_scan.<name>`` while the block runs (a list); the function and
     numba's thread count are restored after."""
     grouped, real, threads = [], getattr(gram_scan, name), numba.get_num_threads()
-    setattr(gram_scan, name, lambda *a: (grouped.append(a[9]), real(*a))[1])
+    setattr(gram_scan, name, lambda *a: (grouped.append(a[10]), real(*a))[1])
     try:
         yield grouped
     finally:

@@ -51,6 +51,20 @@ boundary the bounds widen (``e`` is an absolute error, divided by
 change. A ``nan`` or ``inf`` bound (a conformal factor below about
 ``1e-308``) makes the point be evaluated.
 
+Float32 points (``storage="float32"``) are multiplied in float32
+(``sgemm``, without a float64 copy of each block of points), each block of
+queries rounded to float32 once, and ``mu`` takes float32's unit roundoff
+``u = 2^-24``. Rounding ``q`` moves ``q . x`` by at most ``u sum |q_i x_i|
+<= u (|q|^2 + |x|^2) / 2``, and the float32 product adds at most ``gamma_d``
+times that sum, so ``|s~ - |q-x|^2| <= (d + 2) u (|q|^2 + |x|^2)`` to first
+order (the norms are still summed in float64), well within ``e``. Products
+and rounded coordinates can also underflow: each of the ``2 d`` moves
+``q . x`` by at most ``2^-150``, and ``e`` has an absolute floor ``d 2^-140``
+(:func:`gram_floor`) that holds them with room to spare. The bounds are 2^29
+times wider than with float64 products, so more points are evaluated
+exactly (those within the wider bounds of the ``k``-th); the answer is the
+same.
+
 Threads: with several numba threads and several blocks of points, the
 blocks are split into one contiguous group per thread (:func:`_scan_point_groups`),
 each scanned with single-threaded BLAS and merged in group order, so ``n_jobs``
@@ -100,13 +114,23 @@ SPLIT_BLOCKS_PER_THREAD = 2
 QUERY_BLOCK = 256
 #: Points per block: a block of ``QUERY_BLOCK x POINT_BLOCK`` float64 products is 8 MB.
 POINT_BLOCK = 4096
-#: An absolute floor of ``e``: the error of products that underflow (at most ``d 2^-1074``).
+#: An absolute floor of ``e`` for float64 products: the error of products that underflow (at most ``d 2^-1074``).
 _TINY = 1e-290
+#: The unit roundoff of float32, ``2^-24``: the products' when the points are float32 (module docstring).
+SINGLE_ROUNDOFF = 2.0**-24
 
 
-def gram_margin(dim: int) -> float:
-    """``mu = 2 (d + 16) u``: the relative margin of the bounds (module docstring)."""
-    return 2.0 * (dim + 16) * UNIT_ROUNDOFF
+def gram_margin(dim: int, unit: float = UNIT_ROUNDOFF) -> float:
+    """``mu = 2 (d + 16) u``: the relative margin of the bounds (module docstring); ``unit``: the products'
+    unit roundoff (float64's, or :data:`SINGLE_ROUNDOFF` for float32 products)."""
+    return 2.0 * (dim + 16) * unit
+
+
+def gram_floor(dim: int, single: bool) -> float:
+    """The absolute floor of ``e``: :data:`_TINY` for float64 products; ``d 2^-140`` for float32 ones, whose
+    ``d`` products and ``d`` rounded query coordinates may each lose up to ``2^-150`` to underflow (module
+    docstring)."""
+    return dim * 2.0**-140 if single else _TINY
 
 
 @functools.cache
@@ -127,17 +151,18 @@ def _offer_bound(ub, up):
 
 
 @nb.njit(cache=True, inline="always")
-def _pair_bounds(qn_i, xn_j, g, inv_cx_j, e_factor, up_factor, low_factor):
+def _pair_bounds(qn_i, xn_j, g, inv_cx_j, e_factor, floor, up_factor, low_factor):
     """``(U, L)`` of one pair from its Gram product ``g = q . x`` (module docstring): ``s~ = |q|^2 + |x|^2 -
     2 g``, ``e = 2 mu (|q|^2 + |x|^2)`` (floored), ``U = (s~ + e) up_factor / c_x`` and ``L = (s~ - e)
     low_factor / c_x``, with ``up_factor = (1 + mu) / c_q`` and ``low_factor = (1 - mu) / c_q``."""
     s = qn_i + xn_j - 2.0 * g
-    e = e_factor * (qn_i + xn_j) + _TINY
+    e = e_factor * (qn_i + xn_j) + floor
     return (s + e) * up_factor * inv_cx_j, (s - e) * low_factor * inv_cx_j
 
 
 @nb.njit(cache=True, inline="always")
-def _fold_row(i, G, Q, cq, qn, X, cx, xn, inv_cx, first, margin, ub, out_d, out_i, evaluated, scan_from, maybe):
+def _fold_row(i, G, Q, cq, qn, X, cx, xn, inv_cx, first, margin, floor, ub, out_d, out_i, evaluated, scan_from,
+              maybe):
     """Fold row ``i`` of the products ``G`` (query ``i`` x points ``first, first + 1, ...``) into its lists.
 
     ``ub[i]``: the ``k`` smallest upper bounds so far; ``out_d[i]``/``out_i[i]``:
@@ -177,7 +202,8 @@ def _fold_row(i, G, Q, cq, qn, X, cx, xn, inv_cx, first, margin, ub, out_d, out_
     wrapped = 0  # maybe holds the points from r0 on (its first ``wrapped``), then those before r0
     for part in range(2):  # [r0, width), then [0, r0)
         for t in range(r0 if part == 0 else 0, width if part == 0 else r0):
-            up, low = _pair_bounds(qi, xn[first + t], G[i, t], inv_cx[first + t], e_factor, up_factor, low_factor)
+            up, low = _pair_bounds(qi, xn[first + t], G[i, t], inv_cx[first + t], e_factor, floor, up_factor,
+                                   low_factor)
             if up < tau:
                 _offer_bound(ubi, up)
                 tau = ubi[k - 1]
@@ -190,7 +216,8 @@ def _fold_row(i, G, Q, cq, qn, X, cx, xn, inv_cx, first, margin, ub, out_d, out_
         for r in range(wrapped if part == 0 else 0, n_maybe if part == 0 else wrapped):
             t = maybe[r]
             j = first + t
-            low = _pair_bounds(qi, xn[j], G[i, t], inv_cx[j], e_factor, up_factor, low_factor)[1]  # pass 1's L
+            # pass 1's L
+            low = _pair_bounds(qi, xn[j], G[i, t], inv_cx[j], e_factor, floor, up_factor, low_factor)[1]
             if not low > tau:
                 d = delta_row(Q[i], cq[i], X[j], cx[j])
                 evaluated[i] += 1
@@ -203,23 +230,26 @@ _FOLD_CHUNK = 16
 
 
 @nb.njit(cache=True, parallel=True)
-def _fold_block(G, Q, cq, qn, X, cx, xn, inv_cx, first, margin, ub, out_d, out_i, evaluated, scan_from):
+def _fold_block(G, Q, cq, qn, X, cx, xn, inv_cx, first, margin, floor, ub, out_d, out_i, evaluated,
+                scan_from):
     """:func:`_fold_row` of every query, in parallel (rows are independent: one query each)."""
     m, width = G.shape
     for c in nb.prange((m + _FOLD_CHUNK - 1) // _FOLD_CHUNK):
         maybe = np.empty(width, dtype=np.int64)
         for i in range(c * _FOLD_CHUNK, min(m, (c + 1) * _FOLD_CHUNK)):
-            _fold_row(i, G, Q, cq, qn, X, cx, xn, inv_cx, first, margin, ub, out_d, out_i, evaluated, scan_from,
-                      maybe)
+            _fold_row(i, G, Q, cq, qn, X, cx, xn, inv_cx, first, margin, floor, ub, out_d, out_i, evaluated,
+                      scan_from, maybe)
 
 
 @nb.njit(cache=True, nogil=True)
-def _fold_block_serial(G, Q, cq, qn, X, cx, xn, inv_cx, first, margin, ub, out_d, out_i, evaluated, scan_from):
+def _fold_block_serial(G, Q, cq, qn, X, cx, xn, inv_cx, first, margin, floor, ub, out_d, out_i, evaluated,
+                       scan_from):
     """:func:`_fold_row` of every query on the calling thread, without the GIL (one task of
     :func:`gram_knn_delta`'s point groups)."""
     maybe = np.empty(G.shape[1], dtype=np.int64)
     for i in range(G.shape[0]):
-        _fold_row(i, G, Q, cq, qn, X, cx, xn, inv_cx, first, margin, ub, out_d, out_i, evaluated, scan_from, maybe)
+        _fold_row(i, G, Q, cq, qn, X, cx, xn, inv_cx, first, margin, floor, ub, out_d, out_i, evaluated, scan_from,
+                  maybe)
 
 
 def _squared_norms(rows):
@@ -228,19 +258,25 @@ def _squared_norms(rows):
     return np.einsum("ij,ij->i", rows, rows)
 
 
-def _fold_point_blocks(Q, cq, qn, X, cx, xn, inv_cx, margin, starts, out_i, out_d, evaluated, scan_from, fold):
+def _fold_point_blocks(Q, cq, qn, X, cx, xn, inv_cx, margin, floor, starts, out_i, out_d, evaluated, scan_from,
+                       fold):
     """Products of every block of ``QUERY_BLOCK`` queries with the point blocks starting at ``starts``
     (in order), each folded by ``fold`` (:func:`_fold_block` or :func:`_fold_block_serial`) into the
-    lists ``out_i``/``out_d`` (their ``k`` is the list length); ``scan_from``: see :func:`_fold_row`."""
+    lists ``out_i``/``out_d`` (their ``k`` is the list length); ``scan_from``: see :func:`_fold_row`.
+    Float32 points are multiplied in float32 (``sgemm``, the queries rounded to float32), others in
+    float64 (``dgemm``); ``margin`` and ``floor`` must be those of the products' precision."""
     m, k = out_i.shape
+    single = X.dtype == np.float32
     for a in range(0, m, QUERY_BLOCK):
         b = min(m, a + QUERY_BLOCK)
         qa = np.ascontiguousarray(Q[a:b], dtype=np.float64)
+        factor = qa.astype(np.float32) if single else qa
         ub = np.full((b - a, k), np.inf)
         for s in starts:
-            G = qa @ np.asarray(X[s:s + POINT_BLOCK], dtype=np.float64).T
-            fold(G, qa, cq[a:b], qn[a:b], X, cx, xn, inv_cx, s, margin, ub, out_d[a:b], out_i[a:b], evaluated[a:b],
-                 scan_from[a:b])
+            block = X[s:s + POINT_BLOCK]
+            G = factor @ (block if single else np.asarray(block, dtype=np.float64)).T
+            fold(G, qa, cq[a:b], qn[a:b], X, cx, xn, inv_cx, s, margin, floor, ub, out_d[a:b], out_i[a:b],
+                 evaluated[a:b], scan_from[a:b])
 
 
 def _on_threads(run, n_groups):
@@ -251,7 +287,8 @@ def _on_threads(run, n_groups):
             list(pool.map(run, range(n_groups)))
 
 
-def _scan_point_groups(Q, cq, qn, X, cx, xn, inv_cx, margin, starts, n_groups, out_i, out_d, evaluated, scan_from):
+def _scan_point_groups(Q, cq, qn, X, cx, xn, inv_cx, margin, floor, starts, n_groups, out_i, out_d, evaluated,
+                       scan_from):
     """:func:`gram_knn_delta`'s scan with the point blocks split into ``n_groups`` contiguous groups.
 
     Each group runs on its own thread: single-threaded BLAS products of its
@@ -271,7 +308,7 @@ def _scan_point_groups(Q, cq, qn, X, cx, xn, inv_cx, margin, starts, n_groups, o
     part_e = np.zeros((n_groups, m), dtype=np.int64)
 
     def run(g):
-        _fold_point_blocks(Q, cq, qn, X, cx, xn, inv_cx, margin, starts[bounds[g]:bounds[g + 1]], part_i[g],
+        _fold_point_blocks(Q, cq, qn, X, cx, xn, inv_cx, margin, floor, starts[bounds[g]:bounds[g + 1]], part_i[g],
                            part_d[g], part_e[g], scan_from, _fold_block_serial)
 
     _on_threads(run, n_groups)
@@ -280,7 +317,8 @@ def _scan_point_groups(Q, cq, qn, X, cx, xn, inv_cx, margin, starts, n_groups, o
     evaluated += part_e.sum(axis=0)
 
 
-def _scan_query_groups(Q, cq, qn, X, cx, xn, inv_cx, margin, starts, n_groups, out_i, out_d, evaluated, scan_from):
+def _scan_query_groups(Q, cq, qn, X, cx, xn, inv_cx, margin, floor, starts, n_groups, out_i, out_d, evaluated,
+                       scan_from):
     """:func:`gram_knn_delta`'s scan with the blocks of queries split into ``n_groups`` contiguous groups.
 
     For one block of points and several blocks of queries (a batch against
@@ -299,7 +337,7 @@ def _scan_query_groups(Q, cq, qn, X, cx, xn, inv_cx, margin, starts, n_groups, o
 
     def run(g):
         a, b = bounds[g], bounds[g + 1]
-        _fold_point_blocks(Q[a:b], cq[a:b], qn[a:b], X, cx, xn, inv_cx, margin, starts, out_i[a:b], out_d[a:b],
+        _fold_point_blocks(Q[a:b], cq[a:b], qn[a:b], X, cx, xn, inv_cx, margin, floor, starts, out_i[a:b], out_d[a:b],
                            evaluated[a:b], scan_from[a:b], _fold_block_serial)
 
     _on_threads(run, n_groups)
@@ -337,7 +375,9 @@ def gram_knn_delta(Q, cq, X, cx, k, *, return_evaluated=False, scan_from=None):
     out_d = np.full((m, k), np.inf)
     evaluated = np.zeros(m, dtype=np.int64)
     if m and n:
-        margin = gram_margin(d)
+        single = X.dtype == np.float32  # float32 products (module docstring)
+        margin = gram_margin(d, SINGLE_ROUNDOFF if single else UNIT_ROUNDOFF)
+        floor = gram_floor(d, single)
         qn = _squared_norms(Q)
         xn = np.concatenate([_squared_norms(X[s:s + POINT_BLOCK]) for s in range(0, n, POINT_BLOCK)])
         with np.errstate(divide="ignore"):
@@ -350,15 +390,15 @@ def gram_knn_delta(Q, cq, X, cx, k, *, return_evaluated=False, scan_from=None):
         n_groups = min(threads, len(starts))
         query_groups = min(threads, -(-m // QUERY_BLOCK))
         if n_groups > 1:
-            _scan_point_groups(Q, cq, qn, X, cx, xn, inv_cx, margin, starts, n_groups, out_i, out_d, evaluated,
+            _scan_point_groups(Q, cq, qn, X, cx, xn, inv_cx, margin, floor, starts, n_groups, out_i, out_d, evaluated,
                                scan_from)
         elif query_groups > 1:
-            _scan_query_groups(Q, cq, qn, X, cx, xn, inv_cx, margin, starts, query_groups, out_i, out_d, evaluated,
-                               scan_from)
+            _scan_query_groups(Q, cq, qn, X, cx, xn, inv_cx, margin, floor, starts, query_groups, out_i, out_d,
+                               evaluated, scan_from)
         else:  # BLAS's threads and the fold's, one after the other
             with _blas_controller().limit(limits=threads, user_api="blas"):
-                _fold_point_blocks(Q, cq, qn, X, cx, xn, inv_cx, margin, starts, out_i, out_d, evaluated, scan_from,
-                                   _fold_block)
+                _fold_point_blocks(Q, cq, qn, X, cx, xn, inv_cx, margin, floor, starts, out_i, out_d, evaluated,
+                                   scan_from, _fold_block)
     if return_evaluated:
         return out_i, out_d, evaluated
     return out_i, out_d

@@ -247,7 +247,13 @@ The design here
   (38 % of the points at ``ef_ = 2048``; the default goes from 2.3x to 42.6x
   numpy brute force); every other family walks 0.07-0.58 %. An explicit
   ``ef`` or a ``budget`` walks the graph (``docs/benchmarks.md``, "The default
-  search as an exact scan where the walk does not pay").
+  search as an exact scan where the walk does not pay"). Since a longer list
+  only evaluates more, the ladder stops climbing once even the smallest
+  ``ef`` within ``CALIBRATION_PLATEAU`` of the best recall so far walks more
+  than that fraction: the default search scans whatever the rest of the
+  ladder would find, and ``ef_`` is the last ``ef`` tried, short of the
+  target (``docs/benchmarks.md``, "The calibration stops where the scan
+  wins").
 
 Kernels: every parallel loop is a ``prange`` over fixed blocks whose body
 calls a serial function that writes only its own rows; buffers are
@@ -1996,7 +2002,11 @@ class HyperbolicGraphIndex:
         and on :data:`CALIBRATION_BOUNDARY_SIZE` points of the boundary
         tenth, the latter within :data:`BOUNDARY_GAP` of the former (stored
         as ``ef_``); when none does, the smallest within
-        :data:`CALIBRATION_PLATEAU` of the best recall, with a warning.
+        :data:`CALIBRATION_PLATEAU` of the best recall, with a warning. The
+        calibration stops short of the target where the walk would
+        evaluate more than :data:`SCAN_FRACTION` of the points (``scans_``):
+        the default search is then the exact scan, and ``ef_`` the last
+        ``ef`` tried (:func:`_calibrate_ef`).
     target_recall : float, default 0.98
         Recall@10 the calibrated ``ef`` reaches on the leave-one-out sample
         and on its boundary part (which must also come within
@@ -2069,8 +2079,9 @@ class HyperbolicGraphIndex:
         sample's and the boundary sample's (``nan`` when ``ef`` was given).
     default_evaluations_ : float
         Mean distance evaluations per query of the search at ``ef_`` on every
-        fourth point of the calibration's leave-one-out sample (``nan`` when
-        ``ef`` was given).
+        fourth point of the uniform part of the calibration's leave-one-out
+        sample, on every point of that part where the calibration stopped for
+        the scan (``nan`` when ``ef`` was given).
     scans_ : bool
         Whether the default search (no ``ef``, no ``budget``) is an exact
         scan of every point instead of the graph walk: when
