@@ -12,10 +12,12 @@ phases by wrapping the functions of :mod:`hypann.graph.knn_graph` that run them:
   ``knn_delta_scan``) and ``long: pruning`` (``_long_rows``);
 * ``search graph`` (``_search_graph``: reverse edges and the degree bound), ``pruning``
   (``relative_neighbourhood_rows``: the pruned copy ``prune="auto"`` calibrates too) and ``calibration``
-  (``_leave_one_out_truth`` and ``_calibrate_ef``: the default ``ef_``, of both graphs under ``"auto"``);
+  (``_leave_one_out_truth`` and ``HyperbolicGraphIndex._calibrate``: the default ``ef_`` and the evaluations
+  at it, of both graphs under ``"auto"``);
 * ``other``: the rest of the build (the input check, float32 rounding, mapping ids back, ...).
 
-It also counts NN-descent's rounds and the row entries its last round changed (``nn rounds``,
+It also reports the calibrated ``ef_`` and whether the default search scans (``scans_``), and counts
+NN-descent's rounds and the row entries its last round changed (``nn rounds``,
 ``last changes``; from the build's debug log: NN-descent stops when a round changes fewer than
 ``NN_DESCENT_TOL n K`` entries, or after ``max_rounds``).
 
@@ -57,7 +59,7 @@ PHASES = [
     ("search graph", "knn_graph", "_search_graph"),
     ("pruning", "knn_graph", "relative_neighbourhood_rows"),
     ("calibration", "knn_graph", "_leave_one_out_truth"),
-    ("calibration", "knn_graph", "_calibrate_ef"),
+    ("calibration", "knn_graph", "HyperbolicGraphIndex._calibrate"),
 ]
 
 
@@ -68,8 +70,11 @@ def install_timers(seconds):
 
     active = []  # the phases running now: a phase's function called inside another phase counts there only
     for phase, module, name in PHASES:
-        mod = importlib.import_module(f"hypann.graph.{module}")
-        inner = getattr(mod, name)
+        owner = importlib.import_module(f"hypann.graph.{module}")
+        *path, name = name.split(".")  # a method: its class first
+        for attr in path:
+            owner = getattr(owner, attr)
+        inner = getattr(owner, name)
 
         def timed(*args, _inner=inner, _phase=phase, **kwargs):
             if active:
@@ -82,7 +87,7 @@ def install_timers(seconds):
                 seconds[_phase] += time.perf_counter() - t0
                 active.pop()
 
-        setattr(mod, name, timed)
+        setattr(owner, name, timed)
 
 
 class RoundLog(logging.Handler):
@@ -147,21 +152,22 @@ def main():
             seconds.clear()
             rounds.changes.clear()
             t0 = time.perf_counter()
-            hypann.HyperbolicIndex(**settings).build(points)
+            graph = hypann.HyperbolicIndex(**settings).build(points).algorithm_.graph_
             total = time.perf_counter() - t0
             run = {p: seconds.get(p, 0.0) for p in phases[:-1]}
             run["other"] = total - sum(run.values())
             run["total"] = total
             run["nn rounds"], run["last changes"] = len(rounds.changes), (rounds.changes or [0])[-1]
+            run["ef_"], run["scans"] = int(graph.ef_), bool(graph.scans_)
             runs.append(run)
         median = {p: float(np.median([r[p] for r in runs])) for p in phases + ["total"]}
         cases.append({"family": family, "dim": dim, "n": int(points.shape[0]), "runs": runs, "median": median})
         row = {"family": family, "dim": dim, "build s": median["total"]}
         row.update({p: f"{median[p]:.2f} ({100 * median[p] / median['total']:.0f}%)" for p in phases})
-        row.update({key: runs[-1][key] for key in ("nn rounds", "last changes")})  # the same in every run (seed)
+        row.update({key: runs[-1][key] for key in ("nn rounds", "last changes", "ef_", "scans")})  # (seed: the same)
         rows.append(row)
         print(f"{family} {dim}-D: build {median['total']:.2f} s", flush=True)
-    print(markdown_table(rows, ["family", "dim", "build s"] + phases + ["nn rounds", "last changes"]))
+    print(markdown_table(rows, ["family", "dim", "build s"] + phases + ["nn rounds", "last changes", "ef_", "scans"]))
     path = write_json(args.output, {"parameters": vars(args), "cases": cases})
     print("wrote", path)
 
