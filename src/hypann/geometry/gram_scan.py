@@ -53,14 +53,16 @@ change. A ``nan`` or ``inf`` bound (a conformal factor below about
 
 Float32 points (``storage="float32"``) are multiplied in float32
 (``sgemm``, without a float64 copy of each block of points), each block of
-queries rounded to float32 once, and ``mu`` takes float32's unit roundoff
-``u = 2^-24``. Rounding ``q`` moves ``q . x`` by at most ``u sum |q_i x_i|
-<= u (|q|^2 + |x|^2) / 2``, and the float32 product adds at most ``gamma_d``
-times that sum, so ``|s~ - |q-x|^2| <= (d + 2) u (|q|^2 + |x|^2)`` to first
-order (the norms are still summed in float64), well within ``e``. Products
+queries rounded to float32 once. Rounding ``q`` moves ``q . x`` by at most
+``u sum |q_i x_i| <= u (|q|^2 + |x|^2) / 2`` (``u = 2^-24``, float32's unit
+roundoff), and the float32 product adds at most ``gamma_d`` times that sum,
+so ``|s~ - |q-x|^2| <= (d + 2) u (|q|^2 + |x|^2)`` to first order (the norms
+are still summed in float64, whose error is far smaller). So
+``mu = (d + 16) u`` here: ``e = 2 (d + 16) u (|q|^2 + |x|^2)`` holds it twice
+over, as with float64 products. Products
 and rounded coordinates can also underflow: each of the ``2 d`` moves
 ``q . x`` by at most ``2^-150``, and ``e`` has an absolute floor ``d 2^-140``
-(:func:`gram_floor`) that holds them with room to spare. The bounds are 2^29
+(:func:`gram_floor`) that holds them with room to spare. The bounds are 2^28
 times wider than with float64 products, so more points are evaluated
 exactly (those within the wider bounds of the ``k``-th); the answer is the
 same.
@@ -120,10 +122,11 @@ _TINY = 1e-290
 SINGLE_ROUNDOFF = 2.0**-24
 
 
-def gram_margin(dim: int, unit: float = UNIT_ROUNDOFF) -> float:
-    """``mu = 2 (d + 16) u``: the relative margin of the bounds (module docstring); ``unit``: the products'
-    unit roundoff (float64's, or :data:`SINGLE_ROUNDOFF` for float32 products)."""
-    return 2.0 * (dim + 16) * unit
+def gram_margin(dim: int, single: bool = False) -> float:
+    """The relative margin ``mu`` of the bounds (module docstring): ``2 (d + 16) u`` for float64 products,
+    ``(d + 16) u`` with float32's ``u`` (:data:`SINGLE_ROUNDOFF`) for float32 products, whose norms are
+    still summed in float64."""
+    return (dim + 16) * SINGLE_ROUNDOFF if single else 2.0 * (dim + 16) * UNIT_ROUNDOFF
 
 
 def gram_floor(dim: int, single: bool) -> float:
@@ -376,7 +379,7 @@ def gram_knn_delta(Q, cq, X, cx, k, *, return_evaluated=False, scan_from=None):
     evaluated = np.zeros(m, dtype=np.int64)
     if m and n:
         single = X.dtype == np.float32  # float32 products (module docstring)
-        margin = gram_margin(d, SINGLE_ROUNDOFF if single else UNIT_ROUNDOFF)
+        margin = gram_margin(d, single)
         floor = gram_floor(d, single)
         qn = _squared_norms(Q)
         xn = np.concatenate([_squared_norms(X[s:s + POINT_BLOCK]) for s in range(0, n, POINT_BLOCK)])
