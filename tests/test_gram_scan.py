@@ -250,6 +250,21 @@ def test_query_groups_on_threads_equal_the_plain_scan(small_blocks, n, m, d, k, 
             _same_from_anywhere(Q, cq, X, cx, k, ids, deltas, evaluated)
 
 
+@settings(deadline=None, max_examples=80)
+@given(k=st.integers(1, 40), offers=st.lists(st.one_of(st.floats(0.0, 1e6), st.sampled_from([0.5, 2.0, np.inf])),
+                                            max_size=200))
+def test_offered_bounds_keep_the_k_smallest_with_the_largest_first(k, offers):
+    """``_offer_bound`` as the fold calls it (only bounds below ``ub[0]``): the heap holds the ``k`` smallest
+    bounds offered (``inf`` while fewer), and ``ub[0]``, the fold's ``tau``, is their largest, after every
+    offer; copies of a bound count once each."""
+    ub = np.full(k, np.inf)
+    for t, up in enumerate(offers):
+        if up < ub[0]:
+            gram_scan._offer_bound(ub, up)
+        want = sorted(offers[:t + 1] + [np.inf] * k)[:k]
+        assert sorted(ub) == want and ub[0] == want[-1]
+
+
 def test_scan_from_of_the_wrong_shape_is_refused():
     rng = np.random.default_rng(0)
     X, Q = ball_points(rng, 20, 3), ball_points(rng, 5, 3)

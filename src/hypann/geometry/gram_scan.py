@@ -145,11 +145,22 @@ def _blas_controller():
 
 @nb.njit(cache=True, inline="always")
 def _offer_bound(ub, up):
-    """Insert ``up`` into the ascending list ``ub`` of the ``k`` smallest upper bounds (dropping the last)."""
-    p = ub.shape[0] - 1
-    while p > 0 and ub[p - 1] > up:
-        ub[p] = ub[p - 1]
-        p -= 1
+    """Put ``up`` in place of the largest of the ``k`` smallest upper bounds so far, ``ub``, a max-heap
+    (``ub[p] >= ub[2p + 1], ub[2p + 2]``: ``ub[0]`` is the largest), and sift it down to restore the heap.
+    The caller offers only ``up < ub[0]``. The heap holds the same ``k`` values a sorted list would, in
+    ``log2 k`` steps an offer instead of up to ``k`` shifts (the long edges' scan keeps 32 a point)."""
+    k = ub.shape[0]
+    p = 0
+    while True:
+        c = 2 * p + 1
+        if c >= k:
+            break
+        if c + 1 < k and ub[c + 1] > ub[c]:
+            c += 1
+        if not ub[c] > up:
+            break
+        ub[p] = ub[c]
+        p = c
     ub[p] = up
 
 
@@ -168,7 +179,8 @@ def _fold_row(i, G, Q, cq, qn, X, cx, xn, inv_cx, first, margin, floor, ub, out_
               maybe):
     """Fold row ``i`` of the products ``G`` (query ``i`` x points ``first, first + 1, ...``) into its lists.
 
-    ``ub[i]``: the ``k`` smallest upper bounds so far; ``out_d[i]``/``out_i[i]``:
+    ``ub[i]``: the ``k`` smallest upper bounds so far (a max-heap, :func:`_offer_bound`: ``tau``, their
+    largest, is ``ub[i, 0]``); ``out_d[i]``/``out_i[i]``:
     the top-k by ``delta_row``; ``evaluated[i]`` counts the exact evaluations;
     ``scan_from[i]``: the point where the first pass starts (see below);
     ``maybe``: scratch of at least ``G.shape[1]`` entries.
@@ -197,7 +209,7 @@ def _fold_row(i, G, Q, cq, qn, X, cx, xn, inv_cx, first, margin, floor, ub, out_
     up_factor = (1.0 + margin) * inv_cq
     low_factor = (1.0 - margin) * inv_cq
     ubi = ub[i]
-    tau = ubi[k - 1]
+    tau = ubi[0]
     n_maybe = 0
     r0 = scan_from[i] - first
     if r0 < 0 or r0 >= width:
@@ -209,7 +221,7 @@ def _fold_row(i, G, Q, cq, qn, X, cx, xn, inv_cx, first, margin, floor, ub, out_
                                    low_factor)
             if up < tau:
                 _offer_bound(ubi, up)
-                tau = ubi[k - 1]
+                tau = ubi[0]
             if not low > tau:  # also for a nan bound
                 maybe[n_maybe] = t
                 n_maybe += 1
