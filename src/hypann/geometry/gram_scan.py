@@ -176,28 +176,29 @@ def _pair_bounds(qn_i, xn_j, g, inv_cx_j, e_factor, floor, up_factor, low_factor
 
 @nb.njit(cache=True, inline="always")
 def _fold_row(i, G, Q, cq, qn, X, cx, xn, inv_cx, first, margin, floor, ub, out_d, out_i, evaluated, scan_from,
-              maybe):
+              bounds):
     """Fold row ``i`` of the products ``G`` (query ``i`` x points ``first, first + 1, ...``) into its lists.
 
     ``ub[i]``: the ``k`` smallest upper bounds so far (a max-heap, :func:`_offer_bound`: ``tau``, their
     largest, is ``ub[i, 0]``); ``out_d[i]``/``out_i[i]``:
     the top-k by ``delta_row``; ``evaluated[i]`` counts the exact evaluations;
-    ``scan_from[i]``: the point where the first pass starts (see below);
-    ``maybe``: scratch of at least ``G.shape[1]`` entries.
+    ``scan_from[i]``: the point where the offers start (see below);
+    ``bounds``: scratch of shape ``(2, >= G.shape[1])``.
 
-    Two passes over the block. The first offers every upper bound to
-    ``ub[i]`` and keeps the pairs whose lower bound is not above the running
-    ``tau`` (``maybe``); the second evaluates those of them whose lower bound
-    is not above the block's final ``tau``, in index order. That ``tau`` is
+    Three passes over the block. The first computes every pair's upper and
+    lower bound into ``bounds`` (no branch in the loop, so the compiler can
+    vectorize it). The second offers the upper bounds below the running
+    ``tau`` to ``ub[i]``. The third evaluates, in index order, the points
+    whose lower bound is not above the block's final ``tau``. That ``tau`` is
     still at least the final ``k``-th delta (module docstring), and it is the
     smallest the block offers: deciding on the running ``tau`` would evaluate
     every point that improves it (about ``k log(width / k)`` in a block)
     instead of about ``k``.
 
-    The first pass goes round the block from the point ``scan_from[i]`` when
-    it lies in the block (else from its first point): ``scan_from[i]`` to the
-    block's end, then its start. Its final ``tau`` is the ``k``-th smallest of
-    the same bounds in any order, and the second pass keeps index order, so
+    The offers go round the block from the point ``scan_from[i]`` when it
+    lies in the block (else from its first point): ``scan_from[i]`` to the
+    block's end, then its start. The final ``tau`` is the ``k``-th smallest of
+    the same bounds in any order, and the evaluations keep index order, so
     the lists and ``evaluated`` do not depend on ``scan_from``. Starting near
     the query's nearest points offers fewer bounds that later ones replace.
     """
@@ -208,39 +209,33 @@ def _fold_row(i, G, Q, cq, qn, X, cx, xn, inv_cx, first, margin, floor, ub, out_
     inv_cq = 1.0 / cq[i]
     up_factor = (1.0 + margin) * inv_cq
     low_factor = (1.0 - margin) * inv_cq
+    g = G[i]
+    ups = bounds[0]
+    lows = bounds[1]
+    for t in range(width):
+        up, low = _pair_bounds(qi, xn[first + t], g[t], inv_cx[first + t], e_factor, floor, up_factor, low_factor)
+        ups[t] = up
+        lows[t] = low
     ubi = ub[i]
     tau = ubi[0]
-    n_maybe = 0
     r0 = scan_from[i] - first
     if r0 < 0 or r0 >= width:
         r0 = 0
-    wrapped = 0  # maybe holds the points from r0 on (its first ``wrapped``), then those before r0
     for part in range(2):  # [r0, width), then [0, r0)
         for t in range(r0 if part == 0 else 0, width if part == 0 else r0):
-            up, low = _pair_bounds(qi, xn[first + t], G[i, t], inv_cx[first + t], e_factor, floor, up_factor,
-                                   low_factor)
-            if up < tau:
-                _offer_bound(ubi, up)
+            if ups[t] < tau:
+                _offer_bound(ubi, ups[t])
                 tau = ubi[0]
-            if not low > tau:  # also for a nan bound
-                maybe[n_maybe] = t
-                n_maybe += 1
-        if part == 0:
-            wrapped = n_maybe
-    for part in range(2):  # in index order: the points before r0 first
-        for r in range(wrapped if part == 0 else 0, n_maybe if part == 0 else wrapped):
-            t = maybe[r]
+    for t in range(width):
+        if not lows[t] > tau:  # also for a nan bound
             j = first + t
-            # pass 1's L
-            low = _pair_bounds(qi, xn[j], G[i, t], inv_cx[j], e_factor, floor, up_factor, low_factor)[1]
-            if not low > tau:
-                d = delta_row(Q[i], cq[i], X[j], cx[j])
-                evaluated[i] += 1
-                if d < out_d[i, k - 1]:
-                    insert_sorted(out_d[i], out_i[i], d, j)
+            d = delta_row(Q[i], cq[i], X[j], cx[j])
+            evaluated[i] += 1
+            if d < out_d[i, k - 1]:
+                insert_sorted(out_d[i], out_i[i], d, j)
 
 
-#: Rows of a block that one parallel task folds (with one scratch row).
+#: Rows of a block that one parallel task folds (with one scratch of bounds).
 _FOLD_CHUNK = 16
 
 
@@ -250,10 +245,10 @@ def _fold_block(G, Q, cq, qn, X, cx, xn, inv_cx, first, margin, floor, ub, out_d
     """:func:`_fold_row` of every query, in parallel (rows are independent: one query each)."""
     m, width = G.shape
     for c in nb.prange((m + _FOLD_CHUNK - 1) // _FOLD_CHUNK):
-        maybe = np.empty(width, dtype=np.int64)
+        bounds = np.empty((2, width))
         for i in range(c * _FOLD_CHUNK, min(m, (c + 1) * _FOLD_CHUNK)):
             _fold_row(i, G, Q, cq, qn, X, cx, xn, inv_cx, first, margin, floor, ub, out_d, out_i, evaluated,
-                      scan_from, maybe)
+                      scan_from, bounds)
 
 
 @nb.njit(cache=True, nogil=True)
@@ -261,10 +256,10 @@ def _fold_block_serial(G, Q, cq, qn, X, cx, xn, inv_cx, first, margin, floor, ub
                        scan_from):
     """:func:`_fold_row` of every query on the calling thread, without the GIL (one task of
     :func:`gram_knn_delta`'s point groups)."""
-    maybe = np.empty(G.shape[1], dtype=np.int64)
+    bounds = np.empty((2, G.shape[1]))
     for i in range(G.shape[0]):
         _fold_row(i, G, Q, cq, qn, X, cx, xn, inv_cx, first, margin, floor, ub, out_d, out_i, evaluated, scan_from,
-                  maybe)
+                  bounds)
 
 
 def _squared_norms(rows):
