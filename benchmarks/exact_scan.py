@@ -14,9 +14,9 @@ more), the median over ``--repeats`` of:
 for every batch size of ``--batches`` (queries per call; the calls cover
 the same queries). Both scans are checked to return the same ids and
 deltas. ``--storage float32`` rounds the base points to float32 as a float32 index stores them
-(rows that rounding puts on or past the boundary pulled in by float32 steps) and scans them as
-float32 rows: the Gram products are then float32 ones (module docstring of
-:mod:`hypann.geometry.gram_scan`); numpy brute force still gets the float64 points. Prints a markdown
+(with the conformal factors of the float64 points) and scans them as float32 rows: the Gram
+products are then float32 ones (module docstring of :mod:`hypann.geometry.gram_scan`); numpy
+brute force still gets the float64 points. Prints a markdown
 table and writes ``results/exact_scan.json`` (``exact_scan_k<k>.json`` for another ``--k``, with
 ``_float32`` added for float32 storage).
 ``hypann.geometry.gram_scan.GRAM_MIN_QUERIES`` is the batch size from which
@@ -41,7 +41,7 @@ from threadpoolctl import threadpool_limits
 
 from _common import family_arguments, family_cases, family_split, markdown_table, median_time, write_json
 from hypann.eval.numpy_brute import numpy_brute_knn
-from hypann.geometry._kernels import brute_knn_delta, brute_knn_delta_serial, conformal_factor
+from hypann.geometry._kernels import brute_knn_delta, brute_knn_delta_serial
 from hypann.geometry.gram_scan import gram_knn_delta
 
 
@@ -51,25 +51,13 @@ def in_calls(fn, Q, cq, batch):
     return np.vstack([p[0] for p in parts]), np.vstack([p[1] for p in parts])
 
 
-def as_float32_rows(X):
-    """``X`` rounded to float32, each row that lands on or past the boundary pulled in by float32 steps, and
-    the rows' ``1-|x|^2`` (float64)."""
-    X = np.ascontiguousarray(X, dtype=np.float32)
-    cx = conformal_factor(X.astype(np.float64))
-    while not np.all(cx > 0.0):
-        outside = ~(cx > 0.0)
-        X[outside] *= np.float32(1.0 - 2.0**-23)
-        cx = conformal_factor(X.astype(np.float64))
-    return X, cx
-
-
 def run_case(name, dim, args):
     n, X, cx, Q, cq = family_split(name, dim, args)
     nbq = min(args.brute_queries, args.queries)
     brute_s, _ = median_time(lambda: numpy_brute_knn(Q[:nbq], X, args.k), repeats=1, warmup=0)
     brute_qps = nbq / brute_s
-    if args.storage == "float32":
-        X, cx = as_float32_rows(X)
+    if args.storage == "float32":  # as a float32 index stores them: the factors stay those of the float64 points
+        X = np.ascontiguousarray(X, dtype=np.float32)
     rows = []
     for batch in args.batch_sizes:
         plain = brute_knn_delta_serial if batch == 1 else brute_knn_delta

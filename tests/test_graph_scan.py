@@ -59,6 +59,22 @@ def test_the_default_search_is_an_exact_scan_where_the_walk_would_cost_more(unif
     assert sorted(wide.ids[0, :40]) == list(range(40))
 
 
+def test_the_calibration_stops_for_the_scan_short_of_its_target_without_a_warning(uniform, uniform_graph, caplog,
+                                                                                   monkeypatch):
+    """The ladder stops once its walk evaluates more than SCAN_FRACTION of the points: the default search scans,
+    ``ef_`` is short of the target recall, and nothing warns (the default answer is exact). Without the stop
+    (a fraction no walk reaches) the same graph climbs on to the target at a longer list."""
+    X, _ = uniform
+    g = uniform_graph
+    assert g.scans_ and g.calibration_recall_ < g.target_recall
+    with caplog.at_level("WARNING", logger="hypann.graph.knn_graph"):
+        again = HyperbolicGraphIndex(random_state=0).build(X, conformal_factor(X), keep_order=True)
+    assert again.ef_ == g.ef_ and "calibration" not in caplog.text
+    monkeypatch.setattr(knn_graph, "SCAN_FRACTION", 1.0)
+    full = HyperbolicGraphIndex(random_state=0).build(X, conformal_factor(X), keep_order=True)
+    assert full.ef_ > g.ef_ and full.calibration_recall_ >= full.target_recall and not full.scans_
+
+
 def test_the_rule_compares_the_measured_evaluations_with_a_fraction_of_the_points(uniform, uniform_graph):
     g = HyperbolicGraphIndex.from_arrays(uniform_graph.to_arrays())
     n = g.n_points_

@@ -5,7 +5,8 @@
 for every pair, one dependent chain of additions per pair.
 :func:`knn_delta_scan` returns the same ids and the same deltas, bit for
 bit, but computes most pairs through the Gram matrix ``G = Q X^T`` of a block
-of queries and a block of points (one BLAS ``dgemm``, float64):
+of queries and a block of points (one BLAS ``dgemm``, float64; float32
+points: ``sgemm``, below):
 
 .. math::
 
@@ -59,13 +60,12 @@ roundoff), and the float32 product adds at most ``gamma_d`` times that sum,
 so ``|s~ - |q-x|^2| <= (d + 2) u (|q|^2 + |x|^2)`` to first order (the norms
 are still summed in float64, whose error is far smaller). So
 ``mu = (d + 16) u`` here: ``e = 2 (d + 16) u (|q|^2 + |x|^2)`` holds it twice
-over, as with float64 products. Products
-and rounded coordinates can also underflow: each of the ``2 d`` moves
-``q . x`` by at most ``2^-150``, and ``e`` has an absolute floor ``d 2^-140``
-(:func:`gram_floor`) that holds them with room to spare. The bounds are 2^28
-times wider than with float64 products, so more points are evaluated
-exactly (those within the wider bounds of the ``k``-th); the answer is the
-same.
+over, as with float64 products. Products and rounded coordinates can also
+underflow: each of the ``2 d`` moves ``q . x`` by at most ``2^-150``, and
+``e`` has an absolute floor ``d 2^-140`` (:func:`gram_floor`) that holds
+them with room to spare. The bounds are 2^28 times wider than with float64
+products, so more points are evaluated exactly (those within the wider
+bounds of the ``k``-th); the answer is the same.
 
 Threads: with several numba threads and several blocks of points, the
 blocks are split into one contiguous group per thread (:func:`_scan_point_groups`),
