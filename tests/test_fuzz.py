@@ -212,12 +212,12 @@ def test_checker_catches_wrong_invalid_and_crash(runner):
 def test_timeout_counts_time_without_compiling():
     """A case that sleeps past the timeout is a timeout; one that takes as long but keeps finishing numba
     compilations (a cold cache) is not, and the lines that come together (a heartbeat, the result) are all read."""
-    with CaseRunner(timeout=5.0) as r:
-        slow = {"pair": "__slow_compiles__", "params": {"compiles": 3, "pause": 3.0}}
-        assert r.run(slow)["status"] == "ok"  # 9 s and more: three pauses, three compilations
+    with CaseRunner(timeout=3.0) as r:  # each pause and its compilation within 3 s, with 1.5 s to spare
+        slow = {"pair": "__slow_compiles__", "params": {"compiles": 3, "pause": 1.5}}
+        assert r.run(slow)["status"] == "ok"  # 4.5 s and more: three pauses, three compilations
         hung = r.run({"pair": "__slow_compiles__", "params": {"compiles": 0, "pause": 60.0}})
         assert hung["status"] == "timeout"
-        assert hung["problems"][0] == "no answer after 5 s"
+        assert hung["problems"][0] == "no answer after 3 s"
         assert r.run(slow)["status"] == "ok"  # a fresh worker after the killed one
         assert r.starts == 2
 
