@@ -1980,7 +1980,6 @@ def _calibrate_ef(index, sample, truth, target, boundary=None):
             if walked > scan_above:
                 return ef, rec, best, walked
             tried[-1] = (ef, rec, walked)  # measured, not bounded: the next step compares with it
-    best = max(rec for _, rec, _ in tried)
     ef, rec = next((ef, rec) for ef, rec, _ in tried if rec >= best - CALIBRATION_PLATEAU)
     return ef, rec, best, None
 

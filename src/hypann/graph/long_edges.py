@@ -102,7 +102,7 @@ def long_edges(points, conf, row_i, seed):
     if m == 0:
         return np.full((n, 0), -1, dtype=row_i.dtype)
     sample = np.sort(np.random.default_rng([int(seed), 0x10E]).choice(n, m, replace=False))
-    s_points = np.ascontiguousarray(points[sample])  # float32 points: float32 Gram products (gram_scan)
+    s_points = points[sample]  # float32 points stay float32: float32 Gram products (gram_scan)
     s_conf = np.ascontiguousarray(conf[sample], dtype=np.float64)
     c = min(SAMPLE_NEIGHBORS, m)
     out = np.empty((n, N_LONG), dtype=row_i.dtype)
