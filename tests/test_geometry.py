@@ -602,6 +602,40 @@ def test_split_deltas_sum_float32_points_in_float32_and_float64_points_over_four
         assert got.tolist() == [float(s_ / (cx[4] * cx[v])) for s_, v in zip(sums, ids)]
 
 
+@nb.njit
+def _ordered_deltas(q, cq, points, conf, ids, out):
+    _kernels.deltas_to_rows(q, cq, points, conf, ids, False, out)
+
+
+@nb.njit
+def _delta_rows_one_by_one(q, cq, points, conf, ids, out):
+    for t in range(ids.shape[0]):
+        out[t] = _kernels.delta_row(q, cq, points[ids[t]], conf[ids[t]])
+
+
+@pytest.mark.kernels
+@given(st.integers(1, 130), st.integers(0, 2**32 - 1), st.sampled_from(["float64", "float32", "mixed"]))
+def test_deltas_to_rows_are_delta_row_bit_for_bit_at_every_length(d, seed, precision):
+    """deltas_to_rows without split gives delta_row's bits for 0 to 19 rows (groups of eight, a last group
+    of two to seven filled up with copies of its last row, a last single row), ids repeated and out of
+    order; float64 or float32 query and points, or a float64 query against float32 points (the Gram scan's
+    evaluations). Nothing past the ids' end is written."""
+    rng = np.random.default_rng(seed)
+    X = ball_points(rng, 12, d, min_conformal=1e-6)
+    cx = _kernels.conformal_factor(X)
+    points = np.ascontiguousarray(X.astype(np.float64 if precision == "float64" else np.float32))
+    q = X[0] * 0.5 if precision != "float32" else (X[0] * 0.5).astype(np.float32)
+    cq = float(_kernels.conformal_factor(np.asarray(q, dtype=np.float64)[None, :])[0])
+    for m in range(20):
+        ids = rng.integers(0, 12, m).astype(np.int64)
+        got = np.full(m + 3, -1.0)
+        want = np.empty(m)
+        _ordered_deltas(q, cq, points, cx, ids, got)
+        _delta_rows_one_by_one(q, cq, points, cx, ids, want)
+        assert got[:m].tolist() == want.tolist()
+        assert got[m:].tolist() == [-1.0] * 3
+
+
 def test_narrow_sums_check_bounds_when_numba_does():
     q = np.zeros(16, dtype=np.float32)
     assert _narrow_square_sums_checked(q, q) == (0.0, 0.0)

@@ -572,7 +572,9 @@ def _split_sum_impl(q, x):
 @nb.njit(cache=True, inline="always")
 def deltas_to_rows(q, cq, points, conf, ids, split, out):
     """``out[t] = |q - x|^2 / (c_q c_x)`` of ``x = points[ids[t]]`` for every ``t < len(ids)``, eight rows
-    side by side, then one by one (the same bits either way).
+    side by side (the same bits as one by one). A last group of two to seven rows is filled up with copies
+    of its last row, whose sums are dropped: one group of eight costs about what one row alone does (its
+    chains of additions run side by side), so only a last single row is summed alone.
 
     ``split``: NN-descent's keys, :func:`split_sums8` and :func:`split_sum` (sums over four float64 lanes, or
     over eight float32 lanes when ``q`` and ``points`` are float32). Otherwise in coordinate order
@@ -582,11 +584,13 @@ def deltas_to_rows(q, cq, points, conf, ids, split, out):
     """
     m = ids.shape[0]
     t = 0
-    while t + 8 <= m:
-        rows = (points[ids[t]], points[ids[t + 1]], points[ids[t + 2]], points[ids[t + 3]], points[ids[t + 4]],
-                points[ids[t + 5]], points[ids[t + 6]], points[ids[t + 7]])
+    while t + 1 < m:
+        last = m - 1
+        rows = (points[ids[t]], points[ids[t + 1]], points[ids[min(t + 2, last)]], points[ids[min(t + 3, last)]],
+                points[ids[min(t + 4, last)]], points[ids[min(t + 5, last)]], points[ids[min(t + 6, last)]],
+                points[ids[min(t + 7, last)]])
         sums = split_sums8(q, rows) if split else sq_dist8(q, rows, False)
-        for r in range(8):
+        for r in range(min(8, m - t)):
             out[t + r] = sums[r] / (cq * conf[ids[t + r]])
         t += 8
     for r in range(t, m):

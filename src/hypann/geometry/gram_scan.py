@@ -100,7 +100,7 @@ import numpy as np
 
 from hypann._runtime import SERIAL_MAX_QUERIES, read_only
 from hypann.geometry._kernels import (UNIT_ROUNDOFF, brute_knn_delta, brute_knn_delta_serial, brute_knn_delta_split,
-                                      delta_row, insert_sorted, merge_in_block_order)
+                                      deltas_to_rows, insert_sorted, merge_in_block_order)
 
 #: Smallest batch scanned through the Gram product (with :data:`GRAM_MIN_WORK`); see the module docstring.
 GRAM_MIN_QUERIES = 4
@@ -176,24 +176,28 @@ def _pair_bounds(qn_i, xn_j, g, inv_cx_j, e_factor, floor, up_factor, low_factor
 
 @nb.njit(cache=True, inline="always")
 def _fold_row(i, G, Q, cq, qn, X, cx, xn, inv_cx, first, margin, floor, ub, out_d, out_i, evaluated, scan_from,
-              bounds):
+              bounds, picked):
     """Fold row ``i`` of the products ``G`` (query ``i`` x points ``first, first + 1, ...``) into its lists.
 
     ``ub[i]``: the ``k`` smallest upper bounds so far (a max-heap, :func:`_offer_bound`: ``tau``, their
     largest, is ``ub[i, 0]``); ``out_d[i]``/``out_i[i]``:
     the top-k by ``delta_row``; ``evaluated[i]`` counts the exact evaluations;
     ``scan_from[i]``: the point where the offers start (see below);
-    ``bounds``: scratch of shape ``(2, >= G.shape[1])``.
+    ``bounds``: float64 scratch of shape ``(2, >= G.shape[1])``; ``picked``: int64 scratch of ``>= G.shape[1]``.
 
     Three passes over the block. The first computes every pair's upper and
-    lower bound into ``bounds`` (no branch in the loop, so the compiler can
-    vectorize it). The second offers the upper bounds below the running
-    ``tau`` to ``ub[i]``. The third evaluates, in index order, the points
-    whose lower bound is not above the block's final ``tau``. That ``tau`` is
-    still at least the final ``k``-th delta (module docstring), and it is the
-    smallest the block offers: deciding on the running ``tau`` would evaluate
-    every point that improves it (about ``k log(width / k)`` in a block)
-    instead of about ``k``.
+    lower bound into ``bounds``, without a branch (numba's LLVM does not
+    vectorize this loop: it stays scalar code). The second offers the upper
+    bounds below the running ``tau`` to ``ub[i]``. The third evaluates, in
+    index order, the points whose lower bound is not above the block's final
+    ``tau``: it picks them first, then computes their ``delta_row`` values
+    eight rows side by side (:func:`~hypann.geometry._kernels.deltas_to_rows`,
+    each lane its row's sum in coordinate order: the same bits, without
+    waiting on one chain of ``d`` additions at a time), then offers them to
+    the top-k list in index order. That ``tau`` is still at least the final
+    ``k``-th delta (module docstring), and it is the smallest the block
+    offers: deciding on the running ``tau`` would evaluate every point that
+    improves it (about ``k log(width / k)`` in a block) instead of about ``k``.
 
     The offers go round the block from the point ``scan_from[i]`` when it
     lies in the block (else from its first point): ``scan_from[i]`` to the
@@ -226,13 +230,17 @@ def _fold_row(i, G, Q, cq, qn, X, cx, xn, inv_cx, first, margin, floor, ub, out_
             if ups[t] < tau:
                 _offer_bound(ubi, ups[t])
                 tau = ubi[0]
+    n_picked = 0
     for t in range(width):
         if not lows[t] > tau:  # also for a nan bound
-            j = first + t
-            d = delta_row(Q[i], cq[i], X[j], cx[j])
-            evaluated[i] += 1
-            if d < out_d[i, k - 1]:
-                insert_sorted(out_d[i], out_i[i], d, j)
+            picked[n_picked] = first + t
+            n_picked += 1
+    evaluated[i] += n_picked
+    deltas = bounds[0]  # the upper bounds are spent
+    deltas_to_rows(Q[i], cq[i], X, cx, picked[:n_picked], False, deltas)
+    for t in range(n_picked):
+        if deltas[t] < out_d[i, k - 1]:
+            insert_sorted(out_d[i], out_i[i], deltas[t], picked[t])
 
 
 #: Rows of a block that one parallel task folds (with one scratch of bounds).
@@ -246,9 +254,10 @@ def _fold_block(G, Q, cq, qn, X, cx, xn, inv_cx, first, margin, floor, ub, out_d
     m, width = G.shape
     for c in nb.prange((m + _FOLD_CHUNK - 1) // _FOLD_CHUNK):
         bounds = np.empty((2, width))
+        picked = np.empty(width, dtype=np.int64)
         for i in range(c * _FOLD_CHUNK, min(m, (c + 1) * _FOLD_CHUNK)):
             _fold_row(i, G, Q, cq, qn, X, cx, xn, inv_cx, first, margin, floor, ub, out_d, out_i, evaluated,
-                      scan_from, bounds)
+                      scan_from, bounds, picked)
 
 
 @nb.njit(cache=True, nogil=True)
@@ -257,9 +266,10 @@ def _fold_block_serial(G, Q, cq, qn, X, cx, xn, inv_cx, first, margin, floor, ub
     """:func:`_fold_row` of every query on the calling thread, without the GIL (one task of
     :func:`gram_knn_delta`'s point groups)."""
     bounds = np.empty((2, G.shape[1]))
+    picked = np.empty(G.shape[1], dtype=np.int64)
     for i in range(G.shape[0]):
         _fold_row(i, G, Q, cq, qn, X, cx, xn, inv_cx, first, margin, floor, ub, out_d, out_i, evaluated, scan_from,
-                  bounds)
+                  bounds, picked)
 
 
 def _squared_norms(rows):
