@@ -573,8 +573,8 @@ def _split_sum_impl(q, x):
 def deltas_to_rows(q, cq, points, conf, ids, split, out):
     """``out[t] = |q - x|^2 / (c_q c_x)`` of ``x = points[ids[t]]`` for every ``t < len(ids)``, eight rows
     side by side (the same bits as one by one). A last group of two to seven rows is filled up with copies
-    of its last row, whose sums are dropped: one group of eight costs about what one row alone does (its
-    chains of additions run side by side), so only a last single row is summed alone.
+    of its last row, whose sums are dropped: the group's eight chains of additions run side by side, where
+    rows one by one would wait on one chain after another, so only a last single row is summed alone.
 
     ``split``: NN-descent's keys, :func:`split_sums8` and :func:`split_sum` (sums over four float64 lanes, or
     over eight float32 lanes when ``q`` and ``points`` are float32). Otherwise in coordinate order
