@@ -254,7 +254,7 @@ The design here
   than that fraction: the default search scans whatever the rest of the
   ladder would find, and ``ef_`` is the last ``ef`` tried, short of the
   target. On 100,000 uniform 100-D points that is 384, and the one-thread
-  build's calibration takes 8-10 s less of 53-69 s (``docs/benchmarks.md``,
+  build's calibration takes 9-10 s less of 53-69 s (``docs/benchmarks.md``,
   "The calibration stops where the scan wins").
 
 Kernels: every parallel loop is a ``prange`` over fixed blocks whose body
