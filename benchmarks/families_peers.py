@@ -63,8 +63,10 @@ computes ``1-|q|^2`` inside its timed call. Run with ``NUMBA_NUM_THREADS=2``
 
 Every case writes ``results/families_peers_n<N>_<family>_<dim>.json`` as
 soon as it is done; ``--report`` reads them all and writes the markdown
-tables (``results/families_peers_n<N>.md``) and one recall-vs-speed plot per
-family (``docs/families_peers_<family>.png``).
+tables (``results/families_peers_n<N>.md``: first the fastest setting of each
+library at recall 0.99 on every case, then per dimension the summary, the
+acceptance checks and every setting) and, with ``--plots``, one
+recall-vs-speed plot per family (``docs/families_peers_<family>.png``).
 
 ``--data`` adds the generators of ``independent_data.py`` (made outside
 :mod:`hypann.datasets`, each in its own dimension) as cases of their own.
@@ -610,6 +612,37 @@ def acceptance_rows(cases):
     return out
 
 
+def _label_099(r):
+    """A hypann row's method and setting in the table of :func:`recall_099_rows` (``f32``: float32 storage)."""
+    method = r["method"].replace("hypann ", "").replace(" (exact)", "").replace(" storage=float32", " f32")
+    setting = r["params"].replace("default (", "").rstrip(")") if method.startswith("graph") else ""
+    return f"{method} {setting}".strip()
+
+
+def recall_099_rows(cases):
+    """Per case: hypann's fastest float64 exact method, and the fastest setting of hypann (any method and
+    storage), of pynndescent and of usearch at recall >= 0.99 (``none``: no setting reaches it; the best
+    recall of the sweep instead)."""
+    out = []
+    for case, rows in cases:
+        hyp = [r for r in rows if r["owner"] == HYPANN]
+        exact = _best(hyp, lambda r: r["exact_method"] and "float32" not in r["method"])
+        row = {"data": case["family"], "dim": case["dim"],
+               "hypann exact": f"{exact['speedup']:.0f}x ({_label_099(exact)})"}
+        best = _best(hyp, lambda r: r["recall_at_k"] >= 0.99)
+        row["hypann at recall >= 0.99"] = ("none" if best is None else
+                                           f"{best['speedup']:.0f}x ({_label_099(best)}, {best['recall_at_k']:.3f})")
+        for peer in ("pynndescent", "usearch"):
+            mine = [r for r in rows if r["method"].startswith(peer)]
+            if not mine:
+                continue
+            best = _best(mine, lambda r: r["recall_at_k"] >= 0.99)
+            row[f"{peer} at >= 0.99"] = (f"none (max {max(r['recall_at_k'] for r in mine):.3f})" if best is None
+                                         else f"{best['speedup']:.0f}x ({best['recall_at_k']:.3f})")
+        out.append(row)
+    return out
+
+
 def _sweep_value(row):
     """The swept setting of a row (``ef``, ``epsilon``, ``expansion_search``): the last number of its params."""
     m = re.search(r"([0-9.]+)\)?$", row["params"])
@@ -659,6 +692,9 @@ def report(args):
     order = {name: i for i, name in enumerate(FAMILIES)}
     cases.sort(key=lambda c: (c[0]["dim"], order.get(c[0]["family"], 99)))
     lines = [f"# families_peers, n={args.n}", ""]
+    rows099 = recall_099_rows(cases)
+    lines += ["## Every case: the fastest setting at recall 0.99", "",
+              markdown_table(rows099, list(dict.fromkeys(c for r in rows099 for c in r))), ""]
     for dim in sorted({c["dim"] for c, _ in cases}):
         sub = [c for c in cases if c[0]["dim"] == dim]
         srows = summary_rows(sub)
