@@ -628,7 +628,7 @@ def recall_099_rows(cases):
         hyp = [r for r in rows if r["owner"] == HYPANN]
         exact = _best(hyp, lambda r: r["exact_method"] and "float32" not in r["method"])
         row = {"data": case["family"], "dim": case["dim"],
-               "hypann exact": f"{exact['speedup']:.0f}x ({_label_099(exact)})"}
+               "hypann exact": "none" if exact is None else f"{exact['speedup']:.0f}x ({_label_099(exact)})"}
         best = _best(hyp, lambda r: r["recall_at_k"] >= 0.99)
         row["hypann at recall >= 0.99"] = ("none" if best is None else
                                            f"{best['speedup']:.0f}x ({_label_099(best)}, {best['recall_at_k']:.3f})")
