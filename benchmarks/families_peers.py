@@ -612,26 +612,19 @@ def acceptance_rows(cases):
     return out
 
 
-def _label_099(r):
-    """A hypann row's method and setting in the table of :func:`recall_099_rows` (``f32``: float32 storage)."""
-    method = r["method"].replace("hypann ", "").replace(" (exact)", "").replace(" storage=float32", " f32")
-    setting = r["params"].replace("default (", "").rstrip(")") if method.startswith("graph") else ""
-    return f"{method} {setting}".strip()
-
-
 def recall_099_rows(cases):
-    """Per case: hypann's fastest float64 exact method, and the fastest setting of hypann (any method and
-    storage), of pynndescent and of usearch at recall >= 0.99 (``none``: no setting reaches it; the best
-    recall of the sweep instead)."""
+    """Per case: hypann's fastest exact method (the float32 rows count as approximate), and the fastest setting
+    of hypann (any method and storage), of pynndescent and of usearch at recall >= 0.99 (``none``: no setting
+    reaches it; the best recall of the sweep instead)."""
     out = []
     for case, rows in cases:
         hyp = [r for r in rows if r["owner"] == HYPANN]
-        exact = _best(hyp, lambda r: r["exact_method"] and "float32" not in r["method"])
+        exact = _best(hyp, lambda r: r["exact_method"])
         row = {"data": case["family"], "dim": case["dim"],
-               "hypann exact": "none" if exact is None else f"{exact['speedup']:.0f}x ({_label_099(exact)})"}
+               "hypann exact": "none" if exact is None else f"{exact['speedup']:.0f}x ({_short(exact)})"}
         best = _best(hyp, lambda r: r["recall_at_k"] >= 0.99)
         row["hypann at recall >= 0.99"] = ("none" if best is None else
-                                           f"{best['speedup']:.0f}x ({_label_099(best)}, {best['recall_at_k']:.3f})")
+                                           f"{best['speedup']:.0f}x ({_short(best)}, {best['recall_at_k']:.3f})")
         for peer in ("pynndescent", "usearch"):
             mine = [r for r in rows if r["method"].startswith(peer)]
             if not mine:
