@@ -602,11 +602,6 @@ def test_split_deltas_sum_float32_points_in_float32_and_float64_points_over_four
         assert got.tolist() == [float(s_ / (cx[4] * cx[v])) for s_, v in zip(sums, ids)]
 
 
-@nb.njit
-def _ordered_deltas(q, cq, points, conf, ids, out):
-    _kernels.deltas_to_rows(q, cq, points, conf, ids, False, out)
-
-
 @pytest.mark.kernels
 @given(st.integers(1, 130), st.integers(0, 2**32 - 1), st.sampled_from(["float64", "float32", "mixed"]))
 def test_deltas_to_rows_are_delta_row_bit_for_bit_at_every_length(d, seed, precision):
@@ -623,7 +618,7 @@ def test_deltas_to_rows_are_delta_row_bit_for_bit_at_every_length(d, seed, preci
     for m in range(20):
         ids = rng.integers(0, 12, m).astype(np.int64)
         got = np.full(m + 3, -1.0)
-        _ordered_deltas(q, cq, points, cx, ids, got)
+        _kernels.deltas_to_rows(q, cq, points, cx, ids, False, got)
         assert got[:m].tolist() == [_kernels.delta_row(q, cq, points[v], cx[v]) for v in ids]
         assert got[m:].tolist() == [-1.0] * 3
 

@@ -583,9 +583,9 @@ def deltas_to_rows(q, cq, points, conf, ids, split, out):
     rows and candidates, the graph's reverse edges, the long edges' k-NN rows.
     """
     m = ids.shape[0]
+    last = m - 1
     t = 0
-    while t + 1 < m:
-        last = m - 1
+    while t < last:
         rows = (points[ids[t]], points[ids[t + 1]], points[ids[min(t + 2, last)]], points[ids[min(t + 3, last)]],
                 points[ids[min(t + 4, last)]], points[ids[min(t + 5, last)]], points[ids[min(t + 6, last)]],
                 points[ids[min(t + 7, last)]])
