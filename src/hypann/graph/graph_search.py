@@ -38,7 +38,8 @@ import numpy as np
 
 from hypann._params import Param
 from hypann._validation import state_flag
-from hypann.graph.knn_graph import PRUNE_EVALUATIONS, PRUNE_SETTINGS, SCAN_FRACTION, HyperbolicGraphIndex, rows_to_ids
+from hypann.graph.knn_graph import (MAX_ROUNDS, PRUNE_EVALUATIONS, PRUNE_SETTINGS, SCAN_FRACTION, HyperbolicGraphIndex,
+                                   rows_to_ids)
 from hypann.result import SearchStats
 from hypann.search.base import SearchAlgorithm
 from hypann.search.hyperbolic_kdtree import LEAF_SIZE_RULE, HyperbolicKDTree, leaf_size_for
@@ -75,7 +76,7 @@ class GraphSearch(SearchAlgorithm):
         sample of the points and on a sample of the boundary tenth.
     leaf_size : int, default 32
     n_trees : int, default 4
-    max_rounds : int, default 16
+    max_rounds : int, default :data:`~hypann.graph.knn_graph.MAX_ROUNDS` (8)
     prune : {"auto", "always", "never"}, default "auto"
         Prune the graph by the relative-neighbourhood rule; ``"auto"`` keeps
         it pruned where that reaches ``target_recall`` with at most
@@ -105,7 +106,7 @@ class GraphSearch(SearchAlgorithm):
               "smallest within 0.005 of the best, and a warning)", low=0.0, high=1.0, low_open=True),
         Param("leaf_size", "int", 32, "points per leaf of the partition trees", low=1),
         Param("n_trees", "int", 4, "partition trees (entry points)", low=1),
-        Param("max_rounds", "int", 16, "NN-descent rounds at most", low=1),
+        Param("max_rounds", "int", MAX_ROUNDS, "NN-descent rounds at most", low=1),
         Param("prune", "str", "auto", "prune the graph by the relative-neighbourhood rule (auto: where that reaches "
               f"target_recall with at most {PRUNE_EVALUATIONS:g} of the evaluations; not with a given ef; never: "
               "every edge, for the last fraction of a percent of recall)", choices=PRUNE_SETTINGS),
@@ -119,7 +120,7 @@ class GraphSearch(SearchAlgorithm):
     )
 
     def __init__(self, *, n_neighbors=24, max_degree=40, ef=None, target_recall=0.98, leaf_size=32, n_trees=4,
-                 max_rounds=16, prune="auto", exact=False, tree_leaf_size=None):
+                 max_rounds=MAX_ROUNDS, prune="auto", exact=False, tree_leaf_size=None):
         self.n_neighbors = n_neighbors
         self.max_degree = max_degree
         self.ef = ef
