@@ -493,6 +493,31 @@ def test_nn_descent_finds_most_true_neighbours(mixture):
     np.testing.assert_array_equal(delta_to_candidates(X[sample], cx[sample], X, cx, ids[sample]), deltas[sample])
 
 
+def test_nn_descent_round_limit_stops_it_there_and_a_higher_one_changes_nothing(caplog):
+    """``max_rounds`` (default :data:`~hypann.graph.knn_graph.MAX_ROUNDS`) caps the rounds; where NN-descent stops
+    on its tolerance first, any higher limit gives the same rows bit for bit."""
+    X = make_family("hyperbolic_uniform", 3000, 24, seed=2)  # high intrinsic dimension: many rounds
+    cx = conformal_factor(X)
+    kw = dict(n_trees=2, leaf_size=16, max_candidates=8, tol=1e-3, seed=5)
+
+    def rounds_run(limit):
+        caplog.clear()
+        with caplog.at_level("DEBUG", logger="hypann.graph.knn_graph"):
+            rows, deltas = nn_descent(X, cx, 12, max_rounds=limit, **kw)
+        return sum(r.getMessage().startswith("nn-descent round") for r in caplog.records), rows, deltas
+
+    free, rows, deltas = rounds_run(64)
+    assert 2 < free < 64, free  # stopped on the tolerance
+    for limit in (free, free + 1, 64):
+        got, got_rows, got_deltas = rounds_run(limit)
+        assert got == free
+        np.testing.assert_array_equal(got_rows, rows)
+        np.testing.assert_array_equal(got_deltas, deltas)
+    assert rounds_run(2)[0] == 2
+    built = hypann.HyperbolicIndex(algorithm="graph", verbose=False).build(X[:300])
+    assert built.algorithm_.max_rounds == built.algorithm_.graph_.max_rounds == knn_graph.MAX_ROUNDS
+
+
 def test_partition_tree_leaves_partition_the_points(mixture):
     X = mixture[0]
     pivots, thresholds, children, ranges, order = build_tree(read_only(X), 32, np.uint64(5), False)
