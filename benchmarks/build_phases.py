@@ -101,6 +101,15 @@ class RoundLog(logging.Handler):
         if record.msg.startswith("nn-descent round"):
             self.changes.append(int(record.args[1]))
 
+    @classmethod
+    def installed(cls):
+        """A new log of the rounds, listening to ``hypann.graph.knn_graph``'s debug records from now on."""
+        rounds = cls()
+        graph_log = logging.getLogger("hypann.graph.knn_graph")
+        graph_log.addHandler(rounds)
+        graph_log.setLevel(logging.DEBUG)
+        return rounds
+
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -124,10 +133,7 @@ def main():
     warnings.simplefilter("ignore", hypann.Float32PrecisionWarning)  # the rounding's note, not a measurement
     seconds = collections.defaultdict(float)
     install_timers(seconds)
-    rounds = RoundLog()
-    graph_log = logging.getLogger("hypann.graph.knn_graph")
-    graph_log.addHandler(rounds)
-    graph_log.setLevel(logging.DEBUG)
+    rounds = RoundLog.installed()
     settings = {"algorithm": "graph", "n_jobs": args.n_jobs, "storage": args.storage, "random_state": args.seed,
                 "verbose": False}
     generators = list(filter(None, args.data.split(",")))

@@ -29,7 +29,6 @@ Prints one table and writes ``results/<--output>.json``.
 from __future__ import annotations
 
 import argparse
-import logging
 import time
 import warnings
 
@@ -91,10 +90,7 @@ def main():
     from hypann.metrics import recall_per_query
 
     warnings.simplefilter("ignore", hypann.Float32PrecisionWarning)  # the rounding's note, not a measurement
-    rounds = RoundLog()
-    graph_log = logging.getLogger("hypann.graph.knn_graph")
-    graph_log.addHandler(rounds)
-    graph_log.setLevel(logging.DEBUG)
+    rounds = RoundLog.installed()
     limits = [int(r) for r in args.max_rounds.split(",")]
     efs = [None] + [int(e) for e in filter(None, args.efs.split(","))]
     rows, results = [], []
