@@ -10,8 +10,9 @@ storage=--storage, n_jobs=--n-jobs, random_state=--seed)`` and reports
 * ``build s``: the build's seconds (median of ``--repeats`` builds), ``rounds``: the rounds NN-descent
   ran, ``last changes``: the row entries its last round changed, ``ef_``, ``scans``;
 * per search setting (the default, then ``ef`` of ``--efs``), over ``--queries`` held-out queries of
-  the same generator, k = 10, on one thread: recall@10 by distance (float64 distances recomputed for
-  the returned ids, against float64 numpy brute force), the boundary recall (the 10% of queries
+  the same generator (``families_peers.case_split``), k = 10, on one thread: recall@10 by distance
+  (float64 distances recomputed for the returned ids, ``peers.exact_neighbours``, against the exact
+  scan of ``peers.make_problem``), the boundary recall (the 10% of queries
   nearest the boundary) and microseconds per query in one batch (median of ``--search-repeats``).
 
 A round limit that is reached changes the graph; one that is not leaves it as it is, bit for bit
@@ -35,33 +36,19 @@ import warnings
 import numpy as np
 
 import independent_data
-from _common import WORDNET_POINTS, boundary_rows, family_cases, markdown_table, write_json
+import peers
+from _common import boundary_rows, family_cases, markdown_table, write_json
 from build_phases import RoundLog
+from families_peers import case_split
 
 K = 10
 
 
 def cases(args):
-    """``(name, dim, base, queries)`` of every case."""
-    from hypann.datasets.families import make_family
-
-    for family, dim in family_cases(args.families, args.dims):
-        n = min(args.n, WORDNET_POINTS - args.queries) if family == "wordnet_nouns" else args.n
-        points = make_family(family, n + args.queries, dim, seed=args.seed)
-        order = np.random.default_rng(args.seed).permutation(len(points))
-        yield family, dim, points[order[args.queries:]], points[order[:args.queries]]
+    """``(name, dim)`` of every case: the families, then the generators."""
+    yield from family_cases(args.families, args.dims)
     for name in filter(None, args.data.split(",")):
-        base, queries = independent_data.generate_split(name, args.n, args.queries, args.seed)
-        yield name, base.shape[1], base, queries
-
-
-def float64_distances(queries, base, ids):
-    """Poincare distances of every query to the points ``ids`` (``-1``: ``inf``), from the float64 points."""
-    from hypann.geometry.poincare import dist
-
-    got = dist(queries[:, None, :], base[np.maximum(ids, 0)])
-    got[ids < 0] = np.inf
-    return np.sort(got, axis=1)
+        yield name, independent_data.generator_dim(name)
 
 
 def main():
@@ -85,8 +72,6 @@ def main():
     import numba
 
     import hypann
-    from hypann.eval.numpy_brute import numpy_brute_knn
-    from hypann.geometry.poincare import conformal_factor
     from hypann.metrics import recall_per_query
 
     warnings.simplefilter("ignore", hypann.Float32PrecisionWarning)  # the rounding's note, not a measurement
@@ -94,13 +79,15 @@ def main():
     limits = [int(r) for r in args.max_rounds.split(",")]
     efs = [None] + [int(e) for e in filter(None, args.efs.split(","))]
     rows, results = [], []
-    for name, dim, base, queries in cases(args):
-        _, true_d = numpy_brute_knn(queries, base, K)
-        edge = boundary_rows(conformal_factor(queries))
+    for name, dim in cases(args):
+        problem = peers.make_problem(*case_split(name, dim, args), K)
+        base, queries = problem.base, problem.queries
+        edge = boundary_rows(problem.query_conformal)
+        settings = {"algorithm": "graph", "storage": args.storage, "n_jobs": args.n_jobs, "random_state": args.seed,
+                    "verbose": False}
+        hypann.HyperbolicIndex(**settings).build(base[:3000])  # compiled (or loaded) before the timed builds
         for limit in limits:
-            settings = {"algorithm": "graph", "max_rounds": limit, "storage": args.storage, "n_jobs": args.n_jobs,
-                        "random_state": args.seed, "verbose": False}
-            hypann.HyperbolicIndex(**settings).build(base[:3000])  # compiled (or loaded) before the timed builds
+            settings["max_rounds"] = limit
             times = []
             for _ in range(args.repeats):
                 rounds.changes.clear()
@@ -120,7 +107,8 @@ def main():
                     t0 = time.perf_counter()
                     found = index.search(queries, K, **params)
                     seconds.append(time.perf_counter() - t0)
-                per_query = recall_per_query(float64_distances(queries, base, found.indices), true_d, K)
+                found_d = peers.exact_neighbours(problem, found.indices)[1]
+                per_query = recall_per_query(found_d, problem.true_distances, K)
                 row = {"data": name, "dim": dim, "max_rounds": limit, **build,
                        "search": "default" if ef is None else f"ef={ef}",
                        "recall": float(per_query.mean()), "boundary": float(per_query[edge].mean()),
