@@ -326,9 +326,10 @@ NN_DESCENT_TOL = 1e-3
 #: Default ``max_rounds``: NN-descent's rounds at most. At 100,000 points every data family and set of the
 #: benchmarks but three stopped on ``NN_DESCENT_TOL`` within 2-7 rounds (the tree and the mixture at 10-D also
 #: at 1,000,000); WordNet 10-D ran 14, uniform 100-D and the MERU-like 256-D set 16. There the later rounds
-#: mostly reorder near-equal neighbours: with 8 the builds took 13-32% less time, and the searches at the same
-#: ``ef`` reached the same recall within 0.001 on WordNet 10-D and within 0.006 on the other two (the MERU-like
-#: set's calibrated ``ef_`` went from 256 to 384) (``docs/benchmarks.md``, "NN-descent's rounds at most").
+#: mostly reorder near-equal neighbours: with 8 the builds took 19-30% less time, and the searches at the same
+#: ``ef`` reached the same recall on WordNet 10-D, within 0.006 on the MERU-like set (whose calibrated ``ef_`` went
+#: from 256 to 384) and within 0.015 on uniform 100-D (whose default search is the exact scan either way)
+#: (``docs/benchmarks.md``, "NN-descent's rounds at most").
 MAX_ROUNDS = 8
 # Edges per point to the nearest leaf mates in other components of the k-NN graph.
 N_BRIDGES = 4
