@@ -370,6 +370,17 @@ def test_calibration_short_of_its_target_keeps_the_smallest_ef_near_the_best(n_n
     assert stub.calls == [10, 12, 16]
 
 
+def test_the_calibration_ladder_climbs_in_steps_of_at_most_four_thirds():
+    """No step of the ladder is longer than 4/3 (the 1.5x step from 256 to 384 made a set that needed 300 search
+    with 384), and a target first reached between 256 and 384 is reached at 320."""
+    ladder = knn_graph.EF_LADDER
+    assert all(1 < b / a <= 4 / 3 for a, b in zip(ladder, ladder[1:]))
+    sample, truth = np.arange(300), np.ones((300, K))
+    stub = _LadderStub(100000, lambda ef: 150 if ef < 300 else 297)
+    assert knn_graph._calibrate_ef(stub, sample, truth, 0.98) == (320, 0.99, 0.99, None)
+    assert stub.calls[-2:] == [256, 320]
+
+
 @pytest.mark.parametrize("n_nodes", [500, 600])
 def test_calibration_stops_climbing_where_the_walk_evaluates_more_than_the_scan(n_nodes):
     """A search at list size ``ef`` evaluates ``ef`` points; recall 1/3 up to ``ef`` 48, 2/3 at 64-96, 1 at 128.
