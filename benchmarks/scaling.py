@@ -20,8 +20,10 @@ mixture of :mod:`hypann.datasets.families`; Lorentz rows of curvature ``--lorent
   build calibrated.
 
 The driver prints a markdown table, fits the slope of log(time) and log(memory) against log(n)
-per method and dimension, and writes ``results/scaling.json`` plus log-log plots
-``docs/scaling_time.png`` and ``docs/scaling_memory.png``.
+per method and dimension, and writes ``results/scaling_<tag>.json`` (``results/scaling.json``
+without a tag) with its log-log plots beside it (``..._time.png``, ``..._memory.png``). Only
+``--combine`` draws the plots of ``docs/scaling.md``, ``docs/scaling_time.png`` and
+``docs/scaling_memory.png``, so a run of a few configurations leaves them alone.
 
 Usage::
 
@@ -172,7 +174,9 @@ def slope(ns, values):
     return float(np.polyfit(np.log(ns[ok]), np.log(values[ok]), 1)[0])
 
 
-def plot(rows, out_dir):
+def plot(rows, out_dir, prefix):
+    """Log-log plots of build seconds and resident index memory against n: ``<out_dir>/<prefix>time.png`` and
+    ``<out_dir>/<prefix>memory.png``."""
     if not rows:
         return
     try:
@@ -182,8 +186,8 @@ def plot(rows, out_dir):
         import matplotlib.pyplot as plt
     except ImportError:
         return
-    for what, ylabel, fname in (("build_s", "build seconds", "scaling_time.png"),
-                                ("rss_index_mb", "index resident MB", "scaling_memory.png")):
+    for what, ylabel, fname in (("build_s", "build seconds", f"{prefix}time.png"),
+                                ("rss_index_mb", "index resident MB", f"{prefix}memory.png")):
         fig, ax = plt.subplots(figsize=(6, 4))
         groups = {}
         for r in rows:
@@ -201,8 +205,10 @@ def plot(rows, out_dir):
         plt.close(fig)
 
 
-def report(rows, name, args):
-    """Print the table and the fitted slopes of ``rows``, write ``results/<name>.json`` and the plots."""
+def report(rows, name, args, *, docs_plots=False):
+    """Print the table and the fitted slopes of ``rows``, write ``results/<name>.json`` and its plots
+    (``results/<name>_time.png``, ``results/<name>_memory.png``; with ``docs_plots`` the docs' own,
+    ``docs/scaling_time.png`` and ``docs/scaling_memory.png``)."""
     good = [r for r in rows if "error" not in r]
     slopes = []
     for key in sorted({(r["method"], r["model"], r["d"], r["storage"]) for r in good}):
@@ -223,7 +229,10 @@ def report(rows, name, args):
     print(markdown_table(slopes, ["method", "model", "d", "storage", "sizes", "build slope", "memory slope",
                                   "1/batch q/s slope"]))
     write_json(name, {"args": args, "rows": rows, "slopes": slopes})
-    plot(good, os.path.join(ROOT, "docs"))
+    if docs_plots:
+        plot(good, os.path.join(ROOT, "docs"), "scaling_")
+    else:
+        plot(good, os.path.join(ROOT, "results"), f"{name}_")
 
 
 def main(argv=None):
@@ -259,7 +268,8 @@ def main(argv=None):
                 if "error" not in r:
                     merged[(r["method"], r["model"], r["d"], r["n"], r["storage"])] = dict(
                         r, source=os.path.basename(path), source_git_sha=earlier.get("git_sha"))
-        report(list(merged.values()), "scaling" + (f"_{args.tag}" if args.tag else "_combined"), vars(args))
+        report(list(merged.values()), "scaling" + (f"_{args.tag}" if args.tag else "_combined"), vars(args),
+               docs_plots=True)
         return 0
     if args.one:
         print("RESULT " + json.dumps(run_one(json.loads(args.one))), flush=True)
