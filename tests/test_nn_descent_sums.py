@@ -150,7 +150,8 @@ def test_a_round_makes_the_rows_of_abandoned_sums(family):
     start = _rows(rng, pts, conf, K)
     row_d, row_i, row_f = (a.copy() for a in start)
     changed = knn_graph._refine(points, conf, new_i, old_i, row_d, row_i, row_f, visit,
-                                knn_graph._thread_marks(n, np.int32))
+                                knn_graph._thread_marks(n, np.int32), np.empty((0, 10), dtype=np.int8),
+                                np.empty((0, 4)), knn_graph.SCREEN_KEPT)
     want_d, want_i, want_f = (a.copy() for a in start)
     seen = np.zeros(n, dtype=np.int32)
     reads = np.zeros(2, dtype=np.int64)

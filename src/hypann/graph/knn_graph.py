@@ -95,7 +95,14 @@ The design here
   bits, only fixed by the inputs); below, one sum at a time in coordinate
   order, abandoned once it is proved above the row's worst key or not, as a
   probe of each chunk of points finds faster (:func:`_refine`; the same rows
-  either way).
+  either way). From 16 dimensions on, a round also screens each point's
+  candidates by one-byte codes of the points first
+  (:mod:`hypann.geometry.screen_codes`): a candidate proved too far to enter
+  the row is left out without reading its row, which from about 100
+  dimensions on costs more than its arithmetic. Where neighbours lie closer
+  than the codes' step (boundary-heavy data, fine hierarchies) a chunk's
+  probe finds that most candidates pass and the chunk reads every row (the
+  same rows either way).
 * **Built and kept in leaf order.** The entry-point tree (below) is built
   first, and the graph is built over the points reordered into its leaf
   order (the index's own arrays in place; a copy otherwise). NN-descent
@@ -299,6 +306,7 @@ from hypann.geometry._kernels import (delta4_below, delta4_split_below, delta_ro
                                       few_points_conformal, gather_points_in_place, gather_rows_in_place, holds,
                                       insert_sorted, inverse_permutation, one_query_start, sq_dist8, sq_dist_row)
 from hypann.geometry.gram_scan import knn_delta_scan
+from hypann.geometry.screen_codes import SCREEN_MAX_DIM, screen_codes, screen_margin, screen_rejects
 from hypann.graph.copies import copy_leaders
 from hypann.graph.long_edges import dominated, long_edges
 from hypann.graph.partition_tree import (build_forest, build_tree, first_node_starts, forest_index_dtype, mix_seed,
@@ -438,7 +446,9 @@ _NO_UPPER.setflags(write=False)
 # of delta (4K) and new flags (K); the candidate lists of a round 2 C ids (8C; their sampling
 # priorities are recomputed from a hash, never stored), chosen from reverse entries gathered for
 # half the points at a time (CANDIDATE_BLOCKS; for a moment 2K B/pt with int32 ids and 16 B/pt of
-# offsets); the partition trees that seed the rows (12 n_trees B/pt) are freed before the rounds and
+# offsets); from 16 dimensions on, one-byte codes of the points screen the rounds' candidates (d + 32
+# B/pt, made after the initial rows and freed after the rounds: a quarter of float32 points, an eighth
+# of float64 ones, plus 32 B); the partition trees that seed the rows (12 n_trees B/pt) are freed before the rounds and
 # rebuilt (same seeds) only when the graph needs bridges, unless they are small beside the points
 # (KEEP_TREES_UP_TO): then they are kept through the rounds. The search graph is assembled from the
 # ids alone (deltas recomputed in float64), so the rows' keys are freed first. The entry-point tree
@@ -929,6 +939,21 @@ def _full_row(p, points, conf, new_i, old_i, row_d, row_i, row_f, seen, tag, rea
 #: Dimension from which NN-descent evaluates its candidates eight at a time with split sums
 #: (:func:`_refine_row_batched`) instead of one at a time in coordinate order (:func:`_refine_row`).
 REFINE_BATCH_MIN_DIM = 16
+#: The share of its candidates a chunk's probe may keep for the chunk to go on screening them by their
+#: one-byte codes (:func:`_refine`). In scratch timings of captured rounds (100,000 points, one thread)
+#: screening cost 0.5-0.67 of reading a candidate's row at 100-256 D, so it pays once it leaves out more
+#: than a half to two thirds of them; this keeps a margin (``docs/benchmarks.md``, "NN-descent's candidates
+#: screened by one-byte codes").
+SCREEN_KEPT = 0.25
+#: Points at the start of each chunk of a round that screen their candidates, to measure the share kept
+#: (:func:`_refine`): a few hundred candidates, where screening that does not pay costs the least.
+SCREEN_PROBE_ROWS = 8
+#: Candidates ahead of the one screened whose codes are announced (:func:`_refine_row_screened`).
+SCREEN_AHEAD = 8
+#: Coordinates from which NN-descent makes one-byte codes of the points and screens by them (read when the
+#: build runs: a larger value turns the screen off; at most
+#: :data:`~hypann.geometry.screen_codes.SCREEN_MAX_DIM`).
+SCREEN_MIN_DIM = REFINE_BATCH_MIN_DIM
 
 
 @nb.njit(cache=True, inline="always")
@@ -1003,8 +1028,41 @@ def _offer_batched(q, cq, points, conf, cand, m, row_d, row_i, row_f, cand_d):
     return changed
 
 
+@nb.njit(cache=True)
+def _refine_row_screened(p, points, conf, new_i, old_i, row_d, row_i, row_f, seen, tag, cand, cand_d, codes, info,
+                         eta, qf, kept):
+    """:func:`_refine_row_batched` with the candidates screened first by their one-byte codes
+    (:func:`~hypann.geometry.screen_codes.screen_rejects`, ``eta`` its margin): a candidate whose computed
+    ``delta`` is proved ``>=`` the row's worst key before the round's offers to ``p`` is left out, the
+    others are offered in the same order. The worst key only falls while they are offered, so the row would
+    have rejected every one left out: the same insertions, reading the codes (a quarter of a float32 row)
+    instead of most rows. The codes of the candidates :data:`SCREEN_AHEAD` places on are announced before
+    they are read (:mod:`hypann._prefetch`). ``qf``: room for ``p``'s coordinates in float32; ``kept`` gains
+    the candidates kept and met (``kept[0]``, ``kept[1]``)."""
+    m = _pull_candidates(p, new_i, old_i, seen, tag, cand)
+    worst = np.float64(row_d[row_d.shape[0] - 1])
+    cq = conf[p]
+    for j in range(qf.shape[0]):
+        qf[j] = np.float32(points[p, j])
+    for s in range(min(m, SCREEN_AHEAD)):
+        prefetch_row(codes, cand[s])
+        prefetch_row(info, cand[s])
+    k = 0
+    for s in range(m):
+        if s + SCREEN_AHEAD < m:
+            prefetch_row(codes, cand[s + SCREEN_AHEAD])
+            prefetch_row(info, cand[s + SCREEN_AHEAD])
+        v = cand[s]
+        if not screen_rejects(qf, cq, codes, info, v, worst, eta):
+            cand[k] = v  # k <= s: the kept candidates move to the front, in order
+            k += 1
+    kept[0] += k
+    kept[1] += m
+    return _offer_batched(points[p], cq, points, conf, cand, k, row_d, row_i, row_f, cand_d)
+
+
 @nb.njit(cache=True, parallel=True)
-def _refine(points, conf, new_i, old_i, row_d, row_i, row_f, visit, seen):
+def _refine(points, conf, new_i, old_i, row_d, row_i, row_f, visit, seen, codes, info, screen_kept):
     """One NN-descent round over all points (parallel blocks, each point writes its own row).
 
     Reads only the candidate lists (frozen for the round), so the result does
@@ -1018,10 +1076,17 @@ def _refine(points, conf, new_i, old_i, row_d, row_i, row_f, visit, seen):
     coordinates on average, the chunk's other points sum in full (the test at
     every coordinate then costs more than it saves), else they abandon too.
     Either way the same insertions (:func:`_refine_row`).
+    From that dimension on, with one-byte codes of the points (``codes``, ``info``:
+    :func:`~hypann.geometry.screen_codes.screen_codes`; none: ``(0, d)`` arrays), the first
+    :data:`SCREEN_PROBE_ROWS` points of a chunk screen their candidates (:func:`_refine_row_screened`), and the
+    chunk's other points do too when the probe kept at most ``screen_kept`` of the candidates it met;
+    otherwise they read every candidate's row (:func:`_refine_row_batched`). Again the same insertions.
     Returns the number of row insertions.
     """
     n = points.shape[0]
     batched = points.shape[1] >= REFINE_BATCH_MIN_DIM
+    screening = codes.shape[0] > 0
+    eta = screen_margin(points.shape[1])
     n_chunks = (n + _CHUNK - 1) // _CHUNK
     counts = np.zeros(n_chunks, dtype=np.int64)
     for ch in nb.prange(n_chunks):
@@ -1030,11 +1095,20 @@ def _refine(points, conf, new_i, old_i, row_d, row_i, row_f, visit, seen):
         cand_d = np.empty(cand.shape[0])
         reads = np.zeros(2, dtype=np.int64)
         qd = np.empty(points.shape[1])  # _full_row's float64 copy of a point
+        qf = np.empty(points.shape[1], dtype=np.float32)  # _refine_row_screened's float32 copy of a point
+        kept = np.zeros(2, dtype=np.int64)
         full = False
+        screen = screening
         c = 0
         first = ch * _CHUNK
         for i in range(first, min(n, first + _CHUNK)):
             p = visit[i]
+            if batched and screen:
+                c += _refine_row_screened(p, points, conf, new_i, old_i, row_d[p], row_i[p], row_f[p], mine, p + 1,
+                                          cand, cand_d, codes, info, eta, qf, kept)
+                if i == first + SCREEN_PROBE_ROWS - 1:
+                    screen = kept[0] <= screen_kept * kept[1]
+                continue
             if batched:
                 c += _refine_row_batched(p, points, conf, new_i, old_i, row_d[p], row_i[p], row_f[p], mine, p + 1,
                                          cand, cand_d)
@@ -1078,6 +1152,9 @@ def nn_descent(points, conf, K, *, n_trees, leaf_size, max_candidates, max_round
     ``tol * n * K`` row entries change (or ``max_rounds``). Rows are ranked by
     float32 keys of ``delta``; the returned ``deltas`` (float64, exact for the
     returned ids) are recomputed, and ``None`` with ``return_deltas=False``.
+    From :data:`SCREEN_MIN_DIM` dimensions on, the rounds screen their
+    candidates by one-byte codes of the points (made here, freed after the
+    rounds; :func:`_refine`), which changes their speed only.
 
     ``index_dtype`` (default int32 below ``2^31`` points, see
     :func:`~hypann.graph.partition_tree.forest_index_dtype`) is the type of
@@ -1104,15 +1181,21 @@ def nn_descent(points, conf, K, *, n_trees, leaf_size, max_candidates, max_round
     del leaf_ranges, orders
     release_freed_heap()
     progress.advance(stage="initial graph")
+    d = points.shape[1]
+    if max(SCREEN_MIN_DIM, REFINE_BATCH_MIN_DIM) <= d <= SCREEN_MAX_DIM and max_rounds > 0:
+        codes, info = screen_codes(points, conf)
+    else:
+        codes, info = np.empty((0, d), dtype=np.int8), np.empty((0, 4))
     for rnd in range(max_rounds):
         new_i, old_i = _candidates(row_i, row_f, max_candidates, _round_base(seed, rnd), CANDIDATE_BLOCKS)
-        changed = _refine(points, conf, new_i, old_i, row_d, row_i, row_f, visit, _thread_marks(n, dtype))
+        changed = _refine(points, conf, new_i, old_i, row_d, row_i, row_f, visit, _thread_marks(n, dtype), codes,
+                          info, SCREEN_KEPT)
         del new_i, old_i
         logger.debug("nn-descent round %d: %d changes", rnd, changed)
         progress.advance(stage=f"nn-descent round {rnd + 1}: {changed:,} changes")
         if changed <= tol * n * K:
             break
-    del row_d, row_f
+    del row_d, row_f, codes, info
     if not return_deltas:
         return row_i, None
     deltas = _row_deltas(points, conf, row_i)
