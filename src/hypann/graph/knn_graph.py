@@ -939,15 +939,18 @@ def _full_row(p, points, conf, new_i, old_i, row_d, row_i, row_f, seen, tag, rea
 #: Dimension from which NN-descent evaluates its candidates eight at a time with split sums
 #: (:func:`_refine_row_batched`) instead of one at a time in coordinate order (:func:`_refine_row`).
 REFINE_BATCH_MIN_DIM = 16
-#: The share of its candidates a chunk's probe may keep for the chunk to go on screening them by their
-#: one-byte codes (:func:`_refine`). In scratch timings of captured rounds (100,000 points, one thread)
-#: screening cost 0.5-0.67 of reading a candidate's row at 100-256 D, so it pays once it leaves out more
-#: than a half to two thirds of them; this keeps a margin (``docs/benchmarks.md``, "NN-descent's candidates
-#: screened by one-byte codes").
+#: The share of the candidates of a window (:data:`SCREEN_WINDOW`) the screen may keep for the points after it to
+#: go on screening theirs by their one-byte codes (:func:`_refine`). In scratch timings of captured rounds
+#: (100,000 points, one thread) screening cost 0.5-0.67 of reading a candidate's row at 100-256 D when the
+#: rows come from memory, so it pays once it leaves out more than a half to two thirds of them; this keeps
+#: a margin (``docs/benchmarks.md``, "NN-descent's candidates screened by one-byte codes").
 SCREEN_KEPT = 0.25
-#: Points at the start of each chunk of a round that screen their candidates, to measure the share kept
-#: (:func:`_refine`): a few hundred candidates, where screening that does not pay costs the least.
-SCREEN_PROBE_ROWS = 8
+#: Candidates whose share kept decides whether the points after them screen theirs (:func:`_refine`): a
+#: window ends with the point whose candidates bring the count to this many or more.
+SCREEN_WINDOW = 512
+#: Points of a chunk that read every candidate's row after a window kept too many, before the next point
+#: screens again to measure a new window (:func:`_refine`).
+SCREEN_RETRY_ROWS = 256
 #: Candidates ahead of the one screened whose codes are announced (:func:`_refine_row_screened`).
 SCREEN_AHEAD = 8
 #: Coordinates from which NN-descent makes one-byte codes of the points and screens by them (read when the
@@ -1077,10 +1080,12 @@ def _refine(points, conf, new_i, old_i, row_d, row_i, row_f, visit, seen, codes,
     every coordinate then costs more than it saves), else they abandon too.
     Either way the same insertions (:func:`_refine_row`).
     From that dimension on, with one-byte codes of the points (``codes``, ``info``:
-    :func:`~hypann.geometry.screen_codes.screen_codes`; none: ``(0, d)`` arrays), the first
-    :data:`SCREEN_PROBE_ROWS` points of a chunk screen their candidates (:func:`_refine_row_screened`), and the
-    chunk's other points do too when the probe kept at most ``screen_kept`` of the candidates it met;
-    otherwise they read every candidate's row (:func:`_refine_row_batched`). Again the same insertions.
+    :func:`~hypann.geometry.screen_codes.screen_codes`; none: ``(0, d)`` arrays), a chunk's points screen
+    their candidates (:func:`_refine_row_screened`) in windows of at least :data:`SCREEN_WINDOW`
+    candidates: after a window that kept more than ``screen_kept`` of them, the next
+    :data:`SCREEN_RETRY_ROWS` points read every candidate's row (:func:`_refine_row_batched`), then a new
+    window is screened. (A fixed probe at a chunk's start measured a few candidates in late rounds, and
+    its part of a chunk could lie in other clusters than the rest.) Again the same insertions.
     Returns the number of row insertions.
     """
     n = points.shape[0]
@@ -1096,9 +1101,10 @@ def _refine(points, conf, new_i, old_i, row_d, row_i, row_f, visit, seen, codes,
         reads = np.zeros(2, dtype=np.int64)
         qd = np.empty(points.shape[1])  # _full_row's float64 copy of a point
         qf = np.empty(points.shape[1], dtype=np.float32)  # _refine_row_screened's float32 copy of a point
-        kept = np.zeros(2, dtype=np.int64)
+        kept = np.zeros(2, dtype=np.int64)  # the current window's candidates kept and met
         full = False
         screen = screening
+        unscreened = 0  # points since the last window that kept too many
         c = 0
         first = ch * _CHUNK
         for i in range(first, min(n, first + _CHUNK)):
@@ -1106,12 +1112,16 @@ def _refine(points, conf, new_i, old_i, row_d, row_i, row_f, visit, seen, codes,
             if batched and screen:
                 c += _refine_row_screened(p, points, conf, new_i, old_i, row_d[p], row_i[p], row_f[p], mine, p + 1,
                                           cand, cand_d, codes, info, eta, qf, kept)
-                if i == first + SCREEN_PROBE_ROWS - 1:
+                if kept[1] >= SCREEN_WINDOW:
                     screen = kept[0] <= screen_kept * kept[1]
+                    kept[:] = 0
+                    unscreened = 0
                 continue
             if batched:
                 c += _refine_row_batched(p, points, conf, new_i, old_i, row_d[p], row_i[p], row_f[p], mine, p + 1,
                                          cand, cand_d)
+                unscreened += 1
+                screen = screening and unscreened >= SCREEN_RETRY_ROWS
                 continue
             if i < first + PROBE_ROWS:
                 c += _probe_row(p, points, conf, new_i, old_i, row_d[p], row_i[p], row_f[p], mine, p + 1, reads)
