@@ -2,8 +2,8 @@
 
 From 16 coordinates on, NN-descent's rounds (``hypann.graph.knn_graph._refine``) first screen each point's
 candidates by one-byte codes of the points (``hypann.geometry.screen_codes``), which prove most of them too
-far to enter its row without reading their rows; a chunk whose probe keeps more than
-``knn_graph.SCREEN_KEPT`` of its candidates reads every row instead. The screen only leaves out candidates
+far to enter its row without reading their rows; after a window of candidates of which the screen kept more
+than ``knn_graph.SCREEN_KEPT``, the next points read every row instead. The screen only leaves out candidates
 the row would reject, so the graph is the same bit for bit: the script checks that every array of the
 fitted graph (``to_arrays()``) is equal with and without it.
 
