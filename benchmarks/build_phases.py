@@ -111,6 +111,20 @@ class RoundLog(logging.Handler):
         return rounds
 
 
+def case_points(args):
+    """``(name, dim, points)`` of every case: ``--n`` points of each family of ``--families`` in each of
+    ``--dims`` (WordNet: at most its 82,115), then of each generator of ``independent_data.py`` in ``--data``
+    (its own dimension); all from ``--seed``."""
+    from hypann.datasets.families import make_family
+
+    for family, dim in family_cases(args.families, args.dims):
+        n = min(args.n, WORDNET_POINTS) if family == "wordnet_nouns" else args.n
+        yield family, dim, make_family(family, n, dim, seed=args.seed)
+    for name in filter(None, args.data.split(",")):
+        points = independent_data.generate_split(name, args.n, 0, args.seed)[0]
+        yield name, points.shape[1], points
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--n", type=int, default=100_000)
@@ -141,18 +155,9 @@ def main():
     for dim in sorted(dims):
         hypann.HyperbolicIndex(**settings).build(make_family("gaussian_mixture", 6000, dim, seed=args.seed + 1))
 
-    def data():
-        """``(name, dim, points)`` of every case."""
-        for family, dim in family_cases(args.families, args.dims):
-            n = min(args.n, WORDNET_POINTS) if family == "wordnet_nouns" else args.n
-            yield family, dim, make_family(family, n, dim, seed=args.seed)
-        for name in generators:
-            points = independent_data.generate_split(name, args.n, 0, args.seed)[0]
-            yield name, points.shape[1], points
-
     phases = list(dict.fromkeys(phase for phase, _, _ in PHASES)) + ["other"]
     rows, cases = [], []
-    for family, dim, points in data():
+    for family, dim, points in case_points(args):
         runs = []
         for _ in range(args.repeats):
             seconds.clear()

@@ -30,8 +30,8 @@ import warnings
 
 import numpy as np
 
-import independent_data
-from _common import WORDNET_POINTS, family_cases, markdown_table, write_json
+from _common import markdown_table, write_json
+from build_phases import case_points
 
 #: The screen's setting in each build: on (the library's), off.
 WAYS = ("screen", "no screen")
@@ -52,7 +52,6 @@ def main():
     args = ap.parse_args()
 
     import hypann
-    from hypann.datasets.families import make_family
     from hypann.graph import knn_graph
 
     warnings.simplefilter("ignore", hypann.Float32PrecisionWarning)  # the rounding's note, not a measurement
@@ -70,16 +69,6 @@ def main():
     knn_graph.nn_descent = timed_nn_descent
     settings = {"algorithm": "graph", "n_jobs": args.n_jobs, "storage": args.storage, "random_state": args.seed,
                 "verbose": False}
-    generators = list(filter(None, args.data.split(",")))
-
-    def data():
-        """``(name, dim, points)`` of every case."""
-        for family, dim in family_cases(args.families, args.dims):
-            n = min(args.n, WORDNET_POINTS) if family == "wordnet_nouns" else args.n
-            yield family, dim, make_family(family, n, dim, seed=args.seed)
-        for name in generators:
-            points = independent_data.generate_split(name, args.n, 0, args.seed)[0]
-            yield name, points.shape[1], points
 
     def build(points, way):
         knn_graph.SCREEN_MIN_DIM = library_min_dim if way == "screen" else np.iinfo(np.int64).max
@@ -90,7 +79,7 @@ def main():
 
     rows, cases = [], []
     warm = set()
-    for name, dim, points in data():
+    for name, dim, points in case_points(args):
         if dim not in warm:  # compiles the kernels of this dimension (or loads them); untimed
             build(points, "screen")
             warm.add(dim)
