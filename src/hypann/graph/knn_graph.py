@@ -100,9 +100,9 @@ The design here
   (:mod:`hypann.geometry.screen_codes`): a candidate proved too far to enter
   the row is left out without reading its row, which from about 100
   dimensions on costs more than its arithmetic. Where neighbours lie closer
-  than the codes' step (boundary-heavy data, fine hierarchies) a chunk's
-  probe finds that most candidates pass and the chunk reads every row (the
-  same rows either way).
+  than the codes' step (boundary-heavy data, fine hierarchies) most
+  candidates pass: a window of them measures that, and the points after it
+  read every row (the same rows either way).
 * **Built and kept in leaf order.** The entry-point tree (below) is built
   first, and the graph is built over the points reordered into its leaf
   order (the index's own arrays in place; a copy otherwise). NN-descent
@@ -448,9 +448,9 @@ _NO_UPPER.setflags(write=False)
 # half the points at a time (CANDIDATE_BLOCKS; for a moment 2K B/pt with int32 ids and 16 B/pt of
 # offsets); from 16 dimensions on, one-byte codes of the points screen the rounds' candidates (d + 32
 # B/pt, made after the initial rows and freed after the rounds: a quarter of float32 points, an eighth
-# of float64 ones, plus 32 B); the partition trees that seed the rows (12 n_trees B/pt) are freed before the rounds and
-# rebuilt (same seeds) only when the graph needs bridges, unless they are small beside the points
-# (KEEP_TREES_UP_TO): then they are kept through the rounds. The search graph is assembled from the
+# of float64 ones, plus 32 B); the partition trees that seed the rows (12 n_trees B/pt) are freed
+# before the rounds and rebuilt (same seeds) only when the graph needs bridges, unless they are small
+# beside the points (KEEP_TREES_UP_TO): then they are kept through the rounds. The search graph is assembled from the
 # ids alone (deltas recomputed in float64), so the rows' keys are freed first. The entry-point tree
 # (its leaf order, 8 B/pt, and a node per leaf_size/2 points at most) is part of the final index and
 # lives through the rounds; the build in leaf order adds an inverse permutation (8 B/pt) at the end,
