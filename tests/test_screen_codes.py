@@ -110,9 +110,9 @@ def _true_rows(pts, conf, K):
 @pytest.mark.parametrize("storage", [np.float64, np.float32])
 @pytest.mark.parametrize("d,kind", [(16, "boundary"), (40, "clustered"), (100, "spread"), (100, "tiny")])
 def test_a_screened_round_makes_the_same_rows(storage, d, kind):
-    """Whole rounds over several chunks, with the codes (screening every chunk, or as the probe decides) and
-    without them: the same rows, flags and insertions; on rows near their final state (each point's true
-    nearest, shuffled within the worst key's reach) most candidates are left out."""
+    """Whole rounds over several chunks, with the codes (screening every window, or as the library decides)
+    and without them: the same rows, flags and insertions, from random rows and from rows of each point's
+    nearest points (where the screen leaves out the most)."""
     rng = np.random.default_rng(d)
     n, K, C = 2 * knn_graph._CHUNK + 100, 10, 8
     pts, conf = _points(rng, n, d, kind, storage)
@@ -120,6 +120,7 @@ def test_a_screened_round_makes_the_same_rows(storage, d, kind):
     visit = rng.permutation(n).astype(np.int32)
     codes, info = screen_codes(pts, conf)
     none = (np.empty((0, d), dtype=np.int8), np.empty((0, 4)))
+    changes = []
     for start in (_rows(rng, pts.astype(np.float64), conf, K), _true_rows(pts, conf, K)):
         results = []
         for (c, i), kept in ((none, knn_graph.SCREEN_KEPT), ((codes, info), 1.0),
@@ -132,7 +133,8 @@ def test_a_screened_round_makes_the_same_rows(storage, d, kind):
             assert got[0] == results[0][0]
             for a, b in zip(results[0][1:], got[1:]):
                 np.testing.assert_array_equal(a, b)
-    assert results[0][0] >= 0
+        changes.append(results[0][0])
+    assert changes[0] > 0  # the random rows improve: the screen had rows to keep unchanged
 
 
 @pytest.mark.parametrize("storage", [np.float64, np.float32])
