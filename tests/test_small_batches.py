@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 import hypann
 from hypann import _validation as V
-from hypann._runtime import SERIAL_MAX_QUERIES, VisitedMarks, read_only
+from hypann._runtime import SERIAL_MAX_QUERIES, OneQueryKernel, VisitedMarks, read_only
 from hypann.geometry import _kernels
 from hypann.search.hyperbolic_kdtree import HyperbolicKDTree
 from tests.conftest import ball_points
@@ -408,6 +408,53 @@ def test_one_plain_query_takes_the_compiled_path_and_answers_as_the_batch(data, 
             _same(index.search(Q[i:i + 1], 6, ef=48), by_ef, i)
         for k in (np.int64(6), np.int32(6), np.uint8(6)):  # a numpy integer k takes the path too
             _same(index.search(Q[i:i + 1], k), batches[6, np.float64], i)
+
+
+def _rows_of_every_kind(Q, i):
+    """Row ``i`` of ``Q`` as arrays of every kind numba types apart: C-contiguous, strided, read-only,
+    float32 (its rounded values) and strided float32, each a (1, d) array of the same values but float32."""
+    wide = np.zeros((len(Q), 2 * Q.shape[1]))
+    wide[:, ::2] = Q
+    frozen = Q[i:i + 1].copy()
+    frozen.flags.writeable = False
+    wide32 = wide.astype(np.float32)
+    return {"C": Q[i:i + 1], "strided": wide[i:i + 1, ::2], "read-only": frozen,
+            "float32": Q[i:i + 1].astype(np.float32), "strided float32": wide32[i:i + 1, ::2]}
+
+
+@pytest.mark.parametrize("config", FAST_CONFIGS[:2], ids=lambda c: ",".join(f"{k}={v}" for k, v in c.items()))
+def test_one_query_rows_of_every_layout_in_turn_answer_as_the_batch(data, config):
+    """The one-query function calls the kernel's compiled code of a signature without the dispatcher
+    (:class:`hypann._runtime.OneQueryKernel`), which does not check an array's layout: each kind of query
+    row keeps its own, so rows of every kind in turn (a strided row after a contiguous one, ...) answer
+    as the batch does."""
+    X, Q = data
+    Q = 0.99 * Q  # its float32 rounding stays inside the ball
+    index = hypann.HyperbolicIndex(random_state=0, verbose=False, **config).build(X)
+    Q32 = Q.astype(np.float32).astype(np.float64)
+    batch, batch32 = index.search(Q, 6), index.search(Q32, 6)
+    _without_checked_path(index)
+    for i in range(len(Q)):
+        for kind, row in _rows_of_every_kind(Q, i).items():
+            _same(index.search(row, 6), batch32 if "float32" in kind else batch, i)
+    kernel = next(cell.cell_contents for cell in index._one_query[3].__closure__
+                  if isinstance(cell.cell_contents, OneQueryKernel))
+    assert len(kernel._compiled) == 5  # a compiled function for each kind
+    assert all(call is not kernel.kernel for call in kernel._compiled.values())  # none is the dispatcher
+
+
+def test_one_query_kernel_calls_the_dispatcher_where_numba_has_no_compiled_code():
+    """Without numba's compiled code at hand (another numba), :class:`OneQueryKernel` calls the dispatcher."""
+    calls = []
+
+    def kernel(X, scale):
+        calls.append(X)
+        return float(X.sum()) * scale
+
+    kept = OneQueryKernel(kernel)
+    X = np.ones((1, 3))
+    assert kept(X, X, 2.0) == 6.0 and kept(X, X, 3.0) == 9.0
+    assert len(calls) == 2 and list(kept._compiled.values()) == [kernel]
 
 
 def _one_query_is_the_batch_row(index, Q):

@@ -93,6 +93,57 @@ def one_query_arrays(k):
     return np.empty((1, k), dtype=np.int64), np.empty((1, k)), np.empty(1, dtype=np.int64)
 
 
+class OneQueryKernel:
+    """Repeated one-query calls of a numba kernel whose arguments keep their numba types from call to call,
+    but for the query ``X``: each call after the first of a kind of ``X`` skips the dispatcher's matching of
+    the argument types.
+
+    ``kernel(*before, X, *after)`` through the dispatcher costs about 0.14
+    microseconds an argument to match the types (3.7 microseconds for
+    the graph's 26, where its search of a 10-D query takes about 2.3;
+    scratch timing, fifty-fourth session). The compiled code of one
+    signature (numba's ``overloads[signature].entry_point``) takes the
+    arguments without that matching; it converts scalars by value and
+    rejects an array of another dtype, but it does not check an array's
+    dimensions or layout. So it is kept per kind of ``X`` (:meth:`key`:
+    everything numba's type of an ndarray depends on) and called only
+    with a ``X`` of that kind; the caller guarantees that the other
+    arguments keep their types (the same arrays of a structure, fresh
+    arrays of fixed dtype and shape rank, ints, floats, bools). Where numba
+    does not expose the compiled code the dispatcher is called: the same
+    answers.
+    """
+
+    def __init__(self, kernel):
+        self.kernel = kernel
+        self._compiled = {}
+
+    @staticmethod
+    def key(X):
+        """What numba's type of the plain ndarray ``X`` is made of: its dtype, its dimensions and its flags
+        (``flags.num``: among them the C- and F-contiguity that make the layout, and whether it is
+        writeable)."""
+        return X.dtype, X.ndim, X.flags.num
+
+    def __call__(self, X, *args):
+        """``kernel(*args)`` where ``X`` is one of ``args`` (the query, a plain ndarray)."""
+        key = self.key(X)
+        call = self._compiled.get(key)
+        if call is not None:
+            return call(*args)
+        found = self.kernel(*args)  # compiles or loads the signature
+        self._compiled[key] = self._entry_point(args)
+        return found
+
+    def _entry_point(self, args):
+        """The compiled code the dispatcher ran for ``args``, or the dispatcher."""
+        try:
+            signature = tuple(self.kernel.typeof_pyval(a) for a in args)
+            return self.kernel.overloads[signature].entry_point
+        except (AttributeError, KeyError, TypeError, ValueError):
+            return self.kernel
+
+
 @functools.cache
 def _malloc_trim():
     """glibc's ``malloc_trim`` as a ctypes function, or ``None`` where the C library has none."""

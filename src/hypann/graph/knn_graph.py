@@ -294,6 +294,7 @@ from hypann._prefetch import prefetch_item, prefetch_row, prefetches_rows
 from hypann._runtime import (
     ORDER_NODE_POINTS,
     SERIAL_MAX_QUERIES,
+    OneQueryKernel,
     VisitedMarks,
     one_query_arrays,
     read_only,
@@ -2676,6 +2677,7 @@ class HyperbolicGraphIndex:
         marks = self._visited_marks()
         default_ef = self.ef_
         scans = self.scans_
+        kernel = OneQueryKernel(_search_coordinates)  # every argument but X keeps its type
 
         def run(X, k, ef=None):
             if scans and ef is None:  # the default search is the exact scan (scans_for)
@@ -2684,8 +2686,8 @@ class HyperbolicGraphIndex:
             ids, deltas, samples = one_query_arrays(k)
             seen, tag = marks.take_one()
             try:
-                valid = _search_coordinates(*structure, X, c, lorentz, max(default_ef if ef is None else ef, k),
-                                            _NO_BUDGETS, _NO_EXCLUDES, seen, tag, ids, deltas, samples)
+                valid = kernel(X, *structure, X, c, lorentz, max(default_ef if ef is None else ef, k), _NO_BUDGETS,
+                               _NO_EXCLUDES, seen, tag, ids, deltas, samples)
             finally:
                 marks.give_one(seen, tag)
             return (ids, deltas, samples) if valid else None

@@ -91,7 +91,14 @@ import numpy as np
 
 from hypann._borrowed import borrowed
 from hypann._params import Param
-from hypann._runtime import ORDER_NODE_POINTS, SERIAL_MAX_QUERIES, filled, one_query_arrays, read_only
+from hypann._runtime import (
+    ORDER_NODE_POINTS,
+    SERIAL_MAX_QUERIES,
+    OneQueryKernel,
+    filled,
+    one_query_arrays,
+    read_only,
+)
 from hypann._validation import (
     check_positive_int,
     check_query_coordinates,
@@ -1452,10 +1459,11 @@ class HyperbolicKDTree:
         self._check_fitted()
         arrays = (self.points_, self.conformal_, self.indices_, self.lo_, self.hi_, self.left_, self.right_,
                   self.start_, self.end_, self.max_conformal_)
+        kernel = OneQueryKernel(_search_exact_coordinates)  # every argument but X keeps its type
 
         def run(X, k):
             ids, deltas, samples = one_query_arrays(k)
-            valid = _search_exact_coordinates(*arrays, X, c, lorentz, ids, deltas, samples)
+            valid = kernel(X, *arrays, X, c, lorentz, ids, deltas, samples)
             return (ids, deltas, samples) if valid else None
 
         return run
