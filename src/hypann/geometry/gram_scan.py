@@ -101,6 +101,7 @@ import numpy as np
 from hypann._runtime import SERIAL_MAX_QUERIES, read_only
 from hypann.geometry._kernels import (UNIT_ROUNDOFF, brute_knn_delta, brute_knn_delta_serial, brute_knn_delta_split,
                                       deltas_to_rows, insert_sorted, merge_in_block_order)
+from hypann.geometry.screened_scan import screened_knn_delta
 
 #: Smallest batch scanned through the Gram product (with :data:`GRAM_MIN_WORK`); see the module docstring.
 GRAM_MIN_QUERIES = 4
@@ -430,19 +431,25 @@ def splits_rows(n, dim):
     return n * dim >= SPLIT_SCAN_MIN_WORK
 
 
-def knn_delta_scan(Q, cq, X, cx, k, *, scan_from=None):
+def knn_delta_scan(Q, cq, X, cx, k, *, scan_from=None, codes=None):
     """Exact k-NN by ``delta`` of a batch: :func:`gram_knn_delta` from :data:`GRAM_MIN_QUERIES` queries and
     ``m d >= GRAM_MIN_WORK`` on, else the plain scan: split into blocks of rows on all of numba's
     threads when there are fewer queries than threads and the scan is long (:func:`splits_rows`),
     serial for one query on one thread, else one thread per query. The same result every way. The kernels
     get read-only views of the points (a structure's own, writable, or a loaded file's, read-only): one
     compiled type for both. ``scan_from``: where each query's screen starts in the Gram scan
-    (:func:`gram_knn_delta`; the result is the same)."""
-    X, cx = read_only(X), read_only(cx)
+    (:func:`gram_knn_delta`; the result is the same). ``codes``: optional
+    :class:`~hypann.geometry.screened_scan.ScanCodes` of ``X``; the plain scan then reads them before the
+    rows (:func:`~hypann.geometry.screened_scan.screened_knn_delta`, the same result)."""
     m, d = Q.shape
     if m >= GRAM_MIN_QUERIES and m * d >= GRAM_MIN_WORK:
-        return gram_knn_delta(Q, cq, X, cx, k, scan_from=scan_from)
+        return gram_knn_delta(Q, cq, read_only(X), read_only(cx), k, scan_from=scan_from)
+    coded = None if codes is None else codes.get(X, cx)  # kept for these arrays (not for views made per call)
+    X, cx = read_only(X), read_only(cx)
     threads = nb.get_num_threads()
-    if m < threads and splits_rows(X.shape[0], d):
-        return brute_knn_delta_split(Q, cq, X, cx, k, SPLIT_BLOCKS_PER_THREAD * threads)
+    n_blocks = SPLIT_BLOCKS_PER_THREAD * threads if m < threads and splits_rows(X.shape[0], d) else 0
+    if coded is not None:
+        return screened_knn_delta(Q, cq, X, cx, coded, k, n_blocks=n_blocks, serial=m <= SERIAL_MAX_QUERIES)
+    if n_blocks:
+        return brute_knn_delta_split(Q, cq, X, cx, k, n_blocks)
     return brute_knn_delta_serial(Q, cq, X, cx, k) if m <= SERIAL_MAX_QUERIES else brute_knn_delta(Q, cq, X, cx, k)

@@ -308,6 +308,7 @@ from hypann.geometry._kernels import (delta4_below, delta4_split_below, delta_ro
                                       insert_sorted, inverse_permutation, one_query_start, sq_dist8, sq_dist_row)
 from hypann.geometry.gram_scan import knn_delta_scan
 from hypann.geometry.screen_codes import SCREEN_MAX_DIM, screen_codes, screen_margin, screen_rejects
+from hypann.geometry.screened_scan import ScanCodes
 from hypann.graph.copies import copy_leaders
 from hypann.graph.long_edges import dominated, long_edges
 from hypann.graph.partition_tree import (build_forest, build_tree, first_node_starts, forest_index_dtype, mix_seed,
@@ -2473,10 +2474,13 @@ class HyperbolicGraphIndex:
 
     def _scan(self, queries, q_conformal, k):
         """``(ids, deltas, samples)`` of the exact scan of every stored point (:attr:`scans_`), ids reported as
-        :meth:`search` reports them (input rows; ``-1`` and ``inf`` past the ``n`` points)."""
+        :meth:`search` reports them (input rows; ``-1`` and ``inf`` past the ``n`` points). A batch too small for
+        Gram blocks reads the points' one-byte codes first (:mod:`hypann.geometry.screened_scan`; made by the
+        first such batch and kept, ``d + 32`` bytes a point; none for memory-mapped points)."""
         n = self.n_points_
         m = queries.shape[0]
-        rows, found = knn_delta_scan(queries, q_conformal, self.points_, self.conformal_, min(k, n))
+        codes = self.__dict__.setdefault("_scan_codes", ScanCodes())  # made by the first small batch
+        rows, found = knn_delta_scan(queries, q_conformal, self.points_, self.conformal_, min(k, n), codes=codes)
         ids = np.full((m, k), -1, dtype=np.int64)
         deltas = np.full((m, k), np.inf)
         ids[:, :rows.shape[1]] = rows
@@ -2807,12 +2811,14 @@ class HyperbolicGraphIndex:
 
     @property
     def nbytes(self) -> int:
-        """Memory of the graph and the entry tree (bytes), not counting the points (the owner's)."""
+        """Memory of the graph and the entry tree (bytes), and of the points' codes of :meth:`_scan` once made,
+        not counting the points (the owner's)."""
         if not hasattr(self, "neighbors_"):
             return 0
+        codes = self.__dict__.get("_scan_codes")
         return int(sum(a.nbytes for a in (self.neighbors_, self.tree_pivots_, self.tree_thresholds_,
                                             self.tree_children_, self.tree_ranges_, self.tree_order_,
-                                            self.copy_groups_)))
+                                            self.copy_groups_)) + (0 if codes is None else codes.nbytes))
 
     def _check_fitted(self):
         if not hasattr(self, "neighbors_"):

@@ -8,6 +8,7 @@ import numpy as np
 from hypann._runtime import filled
 from hypann.geometry import _kernels
 from hypann.geometry.gram_scan import knn_delta_scan, splits_rows
+from hypann.geometry.screened_scan import ScanCodes
 from hypann.result import SearchStats
 from hypann.search.base import SearchAlgorithm, sort_ragged
 
@@ -21,6 +22,11 @@ class BruteForceSearch(SearchAlgorithm):
     ``k`` nearest and the others get the exact ``delta``, so the answer is the
     plain scan's bit for bit, 1.3-2.5x faster at 10-D and 3-9x at 32-100-D in
     batches of 256 (``benchmarks/exact_scan.py``).
+
+    A batch too small for Gram blocks reads one-byte codes of the points before their rows from 16
+    coordinates on (:mod:`hypann.geometry.screened_scan`; the same answer): made by the first such batch
+    and kept, ``d + 32`` bytes a point (counted in :attr:`nbytes`; not saved, made again after a load; none
+    for memory-mapped points).
 
     A batch of fewer queries than threads splits a scan of at least
     :data:`~hypann.geometry.gram_scan.SPLIT_SCAN_MIN_WORK` values into blocks
@@ -60,9 +66,16 @@ class BruteForceSearch(SearchAlgorithm):
             ids = np.where(ids >= 0, sub[np.maximum(ids, 0)], -1)
             scanned = len(sub)
         else:
-            ids, deltas = knn_delta_scan(queries, q_conformal, self.points_, self.conformal_, k)
+            codes = self.__dict__.setdefault("_scan_codes", ScanCodes())  # made by the first small batch
+            ids, deltas = knn_delta_scan(queries, q_conformal, self.points_, self.conformal_, k, codes=codes)
             scanned = n
         return ids, deltas, SearchStats.without_oracle(filled(queries.shape[0], scanned, np.int64), 1)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the points' codes for small batches, once made (the points are the owner's)."""
+        codes = self.__dict__.get("_scan_codes")
+        return 0 if codes is None else codes.nbytes
 
     supports_radius = True
 
