@@ -354,15 +354,21 @@ def test_one_query_on_two_threads_splits_a_long_scan(monkeypatch):
     X[100:400] = X[:300]  # ties
     Q = np.concatenate([ball_points(rng, 3, 20), X[:2]])
     calls = []
-    real = gram_scan.brute_knn_delta_split
-    monkeypatch.setattr(gram_scan, "brute_knn_delta_split", lambda *a: (calls.append(a[-1]), real(*a))[1])
+    real = gram_scan.screened_knn_delta  # from 16-D on the scan reads the points' codes first
+
+    def recorded(*args, n_blocks, **kwargs):
+        calls.append(n_blocks)
+        return real(*args, n_blocks=n_blocks, **kwargs)
+
+    monkeypatch.setattr(gram_scan, "screened_knn_delta", recorded)
     answers = {}
     for n_jobs in (1, 2):
         index = hypann.HyperbolicIndex(algorithm="brute", n_jobs=n_jobs, verbose=False).build(X)
         calls.clear()
         answers[n_jobs] = [index.search(Q[i:i + 1], 9) for i in range(len(Q))] + [index.search(Q[:2], 9)]
         # one query a call on two threads: split; two queries on two threads: one thread per query
-        assert len(calls) == (0 if n_jobs == 1 else len(Q))
+        assert len(calls) == len(Q) + 1
+        assert sum(blocks > 0 for blocks in calls) == (0 if n_jobs == 1 else len(Q))
     for one, two in zip(answers[1], answers[2]):
         np.testing.assert_array_equal(one.indices, two.indices)
         np.testing.assert_array_equal(one.distances, two.distances)

@@ -788,20 +788,42 @@ def brute_knn_delta_split(Q, cq, X, cx, k, n_blocks):
     ``k`` smallest ``(delta, row)`` pairs in that order, as in one scan in
     row order: the same ids, ties and bits, whatever ``n_blocks``.
     """
-    m = Q.shape[0]
-    n = X.shape[0]
+    step, part_i, part_d = block_lists(Q.shape[0], X.shape[0], n_blocks, k)
+    for t in nb.prange(part_i.shape[0]):
+        lo, hi = block_rows(t, n_blocks, step, X.shape[0])
+        _brute_row(Q[t // n_blocks], cq[t // n_blocks], X[lo:hi], cx[lo:hi], part_d[t], part_i[t])
+    return merged_block_lists(part_i, part_d, n_blocks, step)
+
+
+@nb.njit(cache=True)
+def block_lists(m, n, n_blocks, k):
+    """``(step, part_i, part_d)`` of a split scan of ``m`` queries over ``n`` rows in ``n_blocks`` blocks
+    of ``step`` rows: an empty list (``-1`` / ``inf``, ``k`` entries) for every (query, block) pair, pair
+    ``t`` being query ``t // n_blocks`` and block ``t % n_blocks``."""
     step = (n + n_blocks - 1) // n_blocks
-    part_i = np.full((m * n_blocks, k), -1, dtype=np.int64)
-    part_d = np.full((m * n_blocks, k), np.inf)
-    for t in nb.prange(m * n_blocks):
-        i = t // n_blocks
+    return step, np.full((m * n_blocks, k), -1, dtype=np.int64), np.full((m * n_blocks, k), np.inf)
+
+
+@nb.njit(cache=True, inline="always")
+def block_rows(t, n_blocks, step, n):
+    """Rows ``lo:hi`` of pair ``t``'s block in a split scan (:func:`block_lists`; empty past the ``n``
+    rows)."""
+    lo = min(n, (t % n_blocks) * step)
+    return lo, min(n, lo + step)
+
+
+@nb.njit(cache=True, nogil=True)
+def merged_block_lists(part_i, part_d, n_blocks, step):
+    """The lists of a split scan (:func:`block_lists`; each pair's list of its block's rows, ids counted
+    from the block's first row) made global and merged in block order (:func:`merge_in_block_order`):
+    ``(ids, deltas)`` of shape (m, k)."""
+    pairs, k = part_i.shape
+    m = pairs // n_blocks
+    for t in range(pairs):
         lo = (t % n_blocks) * step
-        hi = min(n, lo + step)
-        if lo < hi:
-            _brute_row(Q[i], cq[i], X[lo:hi], cx[lo:hi], part_d[t], part_i[t])
-            for s in range(k):
-                if part_i[t, s] >= 0:
-                    part_i[t, s] += lo
+        for s in range(k):
+            if part_i[t, s] >= 0:
+                part_i[t, s] += lo
     ids = np.full((m, k), -1, dtype=np.int64)
     ds = np.full((m, k), np.inf)
     merge_in_block_order(part_i.reshape(m, n_blocks, k), part_d.reshape(m, n_blocks, k), ids, ds)

@@ -12,15 +12,15 @@ strictly below it), so it is skipped unread. The rows that pass are
 offered as :func:`~hypann.geometry._kernels._brute_row` offers them, in row
 order, so the answer is the plain scan's bit for bit, ties included.
 
-The codes are a quarter of a float32 row and an eighth of a float64 one, and
-their test is one float32 sum of ``d`` terms that the compiler may
-vectorize. A scratch timing of the fifty-fourth session (100,000 points,
-100-D, one query, one thread, the points in the cache) put one query at
-1.3-1.5 ms with the codes against 1.6-1.8 ms without on the tree, the
-mixture and the boundary-heavy family, and 1.3 ms against 3.5-3.9 ms on
-points uniform in the hyperbolic ball, where the plain scan's early
-abandoning (after 16 coordinates) rarely stops a sum; the codes there left
-about 120 of the 100,000 rows to read.
+The codes are ``d + 32`` bytes against ``4 d`` (float32) or ``8 d`` (float64)
+bytes of row, and their test is one float32 sum of ``d`` terms that the
+compiler may vectorize. On points spread over the ball, where the plain
+scan's early abandon (after 16 coordinates) rarely stops a sum, one 100-D
+query over 100,000 points was 2.4-2.6x faster with them; on clustered
+data in the cache, where the plain scan already stops most sums early,
+0.92-1.34x (mostly 1.03-1.2x); with the points read from memory, 2.1-3.0x on
+every family (``benchmarks/screened_scan.py``; ``docs/benchmarks.md``, "A
+few queries' scan reads one-byte codes first").
 
 Splitting and threads as in the plain scan
 (:func:`~hypann.geometry._kernels.brute_knn_delta_split`): fewer queries than
@@ -36,8 +36,8 @@ import mmap
 import numba as nb
 import numpy as np
 
-from hypann.geometry._kernels import (LANES_MIN_DIM, delta_lanes_below, insert_sorted, lanes_shrink,
-                                      merge_in_block_order)
+from hypann.geometry._kernels import (LANES_MIN_DIM, block_lists, block_rows, delta_lanes_below, insert_sorted,
+                                      lanes_shrink, merged_block_lists)
 from hypann.geometry.screen_codes import SCREEN_MAX_DIM, screen_codes, screen_margin, screen_rejects
 
 __all__ = ["SCANNED_CODES_MIN_DIM", "ScanCodes", "memory_mapped", "screened_knn_delta"]
@@ -144,24 +144,12 @@ def _screened_split(Q, cq, X, cx, codes, info, k, n_blocks):
     """:func:`screened_knn_delta` with each query's rows split into ``n_blocks`` blocks scanned in parallel,
     their lists merged in block order (as :func:`~hypann.geometry._kernels.brute_knn_delta_split` merges
     them: the list of one scan in row order)."""
-    m = Q.shape[0]
-    n = X.shape[0]
-    step = (n + n_blocks - 1) // n_blocks
-    part_i = np.full((m * n_blocks, k), -1, dtype=np.int64)
-    part_d = np.full((m * n_blocks, k), np.inf)
-    for t in nb.prange(m * n_blocks):
-        i = t // n_blocks
-        lo = (t % n_blocks) * step
-        hi = min(n, lo + step)
-        if lo < hi:
-            _screened_row(Q[i], cq[i], X[lo:hi], cx[lo:hi], codes[lo:hi], info[lo:hi], part_d[t], part_i[t])
-            for s in range(k):
-                if part_i[t, s] >= 0:
-                    part_i[t, s] += lo
-    ids = np.full((m, k), -1, dtype=np.int64)
-    ds = np.full((m, k), np.inf)
-    merge_in_block_order(part_i.reshape(m, n_blocks, k), part_d.reshape(m, n_blocks, k), ids, ds)
-    return ids, ds
+    step, part_i, part_d = block_lists(Q.shape[0], X.shape[0], n_blocks, k)
+    for t in nb.prange(part_i.shape[0]):
+        lo, hi = block_rows(t, n_blocks, step, X.shape[0])
+        _screened_row(Q[t // n_blocks], cq[t // n_blocks], X[lo:hi], cx[lo:hi], codes[lo:hi], info[lo:hi],
+                      part_d[t], part_i[t])
+    return merged_block_lists(part_i, part_d, n_blocks, step)
 
 
 def screened_knn_delta(Q, cq, X, cx, codes, k, *, n_blocks=0, serial=False):
