@@ -98,7 +98,7 @@ def test_scan_codes_follow_their_arrays_and_are_not_pickled():
 
 
 @pytest.mark.parametrize("config", [dict(algorithm="brute"), dict(algorithm="brute", storage="float32"),
-                                    dict(algorithm="auto", scan_fraction=1e-9)],
+                                    dict(algorithm="brute", c=0.3), dict(algorithm="auto", scan_fraction=1e-9)],
                          ids=lambda c: ",".join(f"{k}={v}" for k, v in c.items()))
 def test_one_query_scans_answer_as_the_batch_and_keep_their_codes(config):
     rng = np.random.default_rng(4)
@@ -141,3 +141,22 @@ def test_the_codes_count_in_nbytes_and_memory_mapped_points_get_none(algorithm, 
     np.testing.assert_array_equal(got.indices, want.indices)
     np.testing.assert_array_equal(got.distances, want.distances)
     assert memory_mapped(loaded.points_) and loaded._scan_codes._made is None
+
+
+def test_threads_that_make_the_codes_at_once_get_the_plain_answers():
+    """Eight Python threads send one query each to a fresh index at once: those that find no codes make
+    them (perhaps several at a time); every answer is the batch's."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    rng = np.random.default_rng(7)
+    X = ball_points(rng, 3000, 24, min_conformal=1e-6)
+    Q = 0.99 * ball_points(rng, 32, 24, min_conformal=1e-6)
+    index = hypann.HyperbolicIndex(algorithm="brute", verbose=False).build(X)
+    want = index.search(Q, 6)
+    assert index.algorithm_._scan_codes._made is None  # a batch of Gram blocks makes no codes
+    with ThreadPoolExecutor(8) as pool:
+        got = list(pool.map(lambda i: index.search(Q[i:i + 1], 6), range(len(Q))))
+    for i, one in enumerate(got):
+        np.testing.assert_array_equal(one.indices[0], want.indices[i])
+        np.testing.assert_array_equal(one.distances[0], want.distances[i])
+    assert index.algorithm_._scan_codes._made is not None

@@ -98,10 +98,12 @@ class OneQueryKernel:
     but for the query ``X``: each call after the first of a kind of ``X`` skips the dispatcher's matching of
     the argument types.
 
-    ``kernel(*before, X, *after)`` through the dispatcher costs about 0.14
-    microseconds an argument to match the types (3.7 microseconds for
-    the graph's 26, where its search of a 10-D query takes about 2.3;
-    scratch timing, fifty-fourth session). The compiled code of one
+    A call through the dispatcher first matches the numba types of all
+    its arguments to a compiled signature, a cost that grows with their
+    number (26 for the graph's kernel), paid on every call. Without it a
+    public one-query call took 0.6-1.9 microseconds less
+    (``benchmarks/single_query_overhead.py --dispatcher``; ``docs/benchmarks.md``,
+    "The kernel's compiled code without numba's dispatcher"). The compiled code of one
     signature (numba's ``overloads[signature].entry_point``) takes the
     arguments without that matching; it converts scalars by value and
     rejects an array of another dtype, but it does not check an array's
