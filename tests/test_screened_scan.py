@@ -160,3 +160,19 @@ def test_threads_that_make_the_codes_at_once_get_the_plain_answers():
         np.testing.assert_array_equal(one.indices[0], want.indices[i])
         np.testing.assert_array_equal(one.distances[0], want.distances[i])
     assert index.algorithm_._scan_codes._made is not None
+
+
+@pytest.mark.parametrize("algorithm", ["brute", "graph"])
+def test_a_new_build_drops_the_codes_of_the_old_points(algorithm):
+    rng = np.random.default_rng(8)
+    X = ball_points(rng, 1200, 20, min_conformal=1e-6)
+    index = hypann.HyperbolicIndex(algorithm=algorithm, random_state=0, verbose=False).build(X)
+    structure = index.algorithm_ if algorithm == "brute" else index.algorithm_.graph_
+    if algorithm == "graph":
+        structure._scan(X[:1], conformal_factor(X[:1]), 3)  # its default search walks here
+    else:
+        index.search(X[:1], 3)
+    assert structure._scan_codes.nbytes == 1200 * (20 + 32)
+    Y = X[:700] * 0.9
+    structure.build(Y, conformal_factor(Y))
+    assert "_scan_codes" not in vars(structure)
