@@ -20,6 +20,9 @@ Usage::
 
     NUMBA_NUM_THREADS=2 python benchmarks/screened_scan.py
     NUMBA_NUM_THREADS=2 python benchmarks/screened_scan.py --n 100000 --dims 100 --evict 512
+    NUMBA_NUM_THREADS=2 python benchmarks/screened_scan.py --families "" --data lowrank,meru_like
+
+``--data`` adds generators of ``independent_data.py`` (data made by other processes than the families).
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ import time
 import numba
 import numpy as np
 
+import independent_data
 from _common import markdown_table, write_json
 from hypann._runtime import read_only
 from hypann.datasets.base import holdout_split
@@ -41,10 +45,16 @@ from hypann.geometry.screened_scan import ScanCodes
 
 
 def case(family, dim, args):
-    """Rows of one family and dimension: each thread count and batch size, both ways."""
-    points = make_family(family, args.n + args.queries, dim, seed=args.seed)
-    base_ids, query_ids = holdout_split(len(points), args.queries, seed=args.seed)
-    X64, Q = points[base_ids], np.ascontiguousarray(points[query_ids])
+    """Rows of one family (or generator of ``independent_data.py``, ``dim=None``) and dimension: each thread
+    count and batch size, both ways."""
+    if dim is None:
+        X64, Q = independent_data.generate_split(family, args.n, args.queries, args.seed)
+        dim = X64.shape[1]
+    else:
+        points = make_family(family, args.n + args.queries, dim, seed=args.seed)
+        base_ids, query_ids = holdout_split(len(points), args.queries, seed=args.seed)
+        X64, Q = points[base_ids], points[query_ids]
+    Q = np.ascontiguousarray(Q)
     X = np.ascontiguousarray(X64, dtype=np.float32 if args.storage == "float32" else np.float64)
     cx, cq = read_only(conformal_factor(X64)), conformal_factor(Q)
     X = read_only(X)
@@ -90,6 +100,8 @@ def main(argv=None):
     ap.add_argument("--families", default="hierarchical_tree,gaussian_mixture,hyperbolic_uniform,boundary_heavy,"
                                           "duplicates")
     ap.add_argument("--dims", default="100")
+    ap.add_argument("--data", default="", help="comma-separated generators of independent_data.py of at least "
+                                               "16 coordinates (lowrank, meru_like), each in its own dimension")
     ap.add_argument("--n", type=int, default=100_000)
     ap.add_argument("--queries", type=int, default=60)
     ap.add_argument("--k", type=int, default=10)
@@ -104,9 +116,11 @@ def main(argv=None):
     if any(int(b) >= GRAM_MIN_QUERIES for b in args.batches.split(",")):
         ap.error(f"--batches must stay below GRAM_MIN_QUERIES = {GRAM_MIN_QUERIES} (larger ones take Gram blocks)")
     rows = []
-    for dim in (int(d) for d in args.dims.split(",")):
+    for dim in (int(d) for d in filter(None, args.dims.split(","))):
         for family in filter(None, args.families.split(",")):
             rows += case(family, dim, args)
+    for name in filter(None, args.data.split(",")):
+        rows += case(name, None, args)
     print(markdown_table([{**r, "plain_ms": f"{r['plain_ms']:.3f}", "codes_ms": f"{r['codes_ms']:.3f}",
                            "plain_over_codes": f"{r['plain_over_codes']:.2f}",
                            "codes_made_ms": f"{r['codes_made_ms']:.1f}"} for r in rows],

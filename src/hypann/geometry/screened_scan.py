@@ -16,11 +16,12 @@ The codes are ``d + 32`` bytes against ``4 d`` (float32) or ``8 d`` (float64)
 bytes of row, and their test is one float32 sum of ``d`` terms that the
 compiler may vectorize. On points spread over the ball, where the plain
 scan's early abandon (after 16 coordinates) rarely stops a sum, one 100-D
-query over 100,000 points was 2.4-2.6x faster with them; on clustered
-data in the cache, where the plain scan already stops most sums early,
-0.92-1.34x (mostly 1.03-1.2x); with the points read from memory, 2.1-3.0x on
-every family (``benchmarks/screened_scan.py``; ``docs/benchmarks.md``, "A
-few queries' scan reads one-byte codes first").
+query over 100,000 points was 2.4-2.6x faster with them (MERU-like 256-D
+points: 3.9-5.2x); on clustered data in the cache, where the plain scan
+already stops most sums early, 0.92-1.34x (mostly 1.03-1.2x); with the
+points read from memory, 2.0-3.0x on every set measured
+(``benchmarks/screened_scan.py``; ``docs/benchmarks.md``, "A few queries'
+scan reads one-byte codes first").
 
 Splitting and threads as in the plain scan
 (:func:`~hypann.geometry._kernels.brute_knn_delta_split`): fewer queries than
