@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import hypann
+from hypann._runtime import read_only
 from hypann.geometry import gram_scan
 from hypann.geometry._kernels import conformal_factor
 from hypann.geometry.screen_codes import screen_codes
@@ -50,7 +51,9 @@ def test_the_screened_scan_is_the_plain_scan(seed, n, d, m, k, kind, storage, n_
     Q = np.concatenate([ball_points(rng, m - 1, d, min_conformal=1e-12), X[:1].astype(np.float64)])
     cq = conformal_factor(Q)
     want = brute_knn_delta(Q, cq, X, cx, k)
-    ids, deltas = screened_knn_delta(Q, cq, X, cx, screen_codes(X, cx), k, n_blocks=n_blocks, serial=serial)
+    # read-only views, as the library passes them: one compiled type per kernel
+    ids, deltas = screened_knn_delta(Q, cq, read_only(X), read_only(cx), screen_codes(X, cx), k, n_blocks=n_blocks,
+                                     serial=serial)
     np.testing.assert_array_equal(ids, want[0])
     np.testing.assert_array_equal(deltas, want[1])
 
