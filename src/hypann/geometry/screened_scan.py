@@ -69,11 +69,26 @@ class ScanCodes:
     coordinates, and for points read through a memory map (:func:`memory_mapped`), which were mapped so as
     not to be held in memory. A structure that only answers large batches never makes them: they cost
     ``d + 32`` bytes a point (:attr:`nbytes`). Not pickled (:meth:`__getstate__`): made again from the
-    points.
+    points. A structure keeps its own (:meth:`kept_by`) and drops it with the points it was made for (a new
+    build).
     """
 
     def __init__(self):
         self._made = None
+
+    @staticmethod
+    def kept_by(owner):
+        """The :class:`ScanCodes` that ``owner`` keeps (as ``_scan_codes``), made empty on first use."""
+        kept = owner.__dict__.get("_scan_codes")
+        if kept is None:
+            kept = owner.__dict__.setdefault("_scan_codes", ScanCodes())
+        return kept
+
+    @staticmethod
+    def nbytes_of(owner) -> int:
+        """Bytes of the codes ``owner`` keeps (0 when it keeps none: nothing is made to say so)."""
+        kept = owner.__dict__.get("_scan_codes")
+        return 0 if kept is None else kept.nbytes
 
     @property
     def nbytes(self) -> int:

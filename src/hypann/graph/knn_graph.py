@@ -2480,8 +2480,8 @@ class HyperbolicGraphIndex:
         first such batch and kept, ``d + 32`` bytes a point; none for memory-mapped points)."""
         n = self.n_points_
         m = queries.shape[0]
-        codes = self.__dict__.setdefault("_scan_codes", ScanCodes())  # made by the first small batch
-        rows, found = knn_delta_scan(queries, q_conformal, self.points_, self.conformal_, min(k, n), codes=codes)
+        rows, found = knn_delta_scan(queries, q_conformal, self.points_, self.conformal_, min(k, n),
+                                     codes=ScanCodes.kept_by(self))
         ids = np.full((m, k), -1, dtype=np.int64)
         deltas = np.full((m, k), np.inf)
         ids[:, :rows.shape[1]] = rows
@@ -2816,10 +2816,9 @@ class HyperbolicGraphIndex:
         not counting the points (the owner's)."""
         if not hasattr(self, "neighbors_"):
             return 0
-        codes = self.__dict__.get("_scan_codes")
         return int(sum(a.nbytes for a in (self.neighbors_, self.tree_pivots_, self.tree_thresholds_,
                                             self.tree_children_, self.tree_ranges_, self.tree_order_,
-                                            self.copy_groups_)) + (0 if codes is None else codes.nbytes))
+                                            self.copy_groups_)) + ScanCodes.nbytes_of(self))
 
     def _check_fitted(self):
         if not hasattr(self, "neighbors_"):

@@ -67,16 +67,15 @@ class BruteForceSearch(SearchAlgorithm):
             ids = np.where(ids >= 0, sub[np.maximum(ids, 0)], -1)
             scanned = len(sub)
         else:
-            codes = self.__dict__.setdefault("_scan_codes", ScanCodes())  # made by the first small batch
-            ids, deltas = knn_delta_scan(queries, q_conformal, self.points_, self.conformal_, k, codes=codes)
+            ids, deltas = knn_delta_scan(queries, q_conformal, self.points_, self.conformal_, k,
+                                         codes=ScanCodes.kept_by(self))
             scanned = n
         return ids, deltas, SearchStats.without_oracle(filled(queries.shape[0], scanned, np.int64), 1)
 
     @property
     def nbytes(self) -> int:
         """Bytes of the points' codes for small batches, once made (the points are the owner's)."""
-        codes = self.__dict__.get("_scan_codes")
-        return 0 if codes is None else codes.nbytes
+        return ScanCodes.nbytes_of(self)
 
     supports_radius = True
 
