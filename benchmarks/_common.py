@@ -68,11 +68,16 @@ WORDNET_POINTS = 82_115
 
 def family_cases(families, dims):
     """``(family, dim)`` for every family of the comma-separated ``families`` and every dimension of
-    ``dims`` in which it exists (WordNet only in its own dimensions), dimension by dimension."""
+    ``dims`` in which it exists (WordNet only in its own dimensions), dimension by dimension. An unknown
+    family name ends the script with a one-line message naming it and the known ones."""
     from hypann.datasets.families import FAMILIES
 
+    names = list(filter(None, families.split(",")))
+    unknown = [name for name in names if name not in FAMILIES]
+    if unknown:
+        raise SystemExit(f"unknown families {', '.join(unknown)}; known: {', '.join(sorted(FAMILIES))}")
     for dim in (int(d) for d in dims.split(",")):
-        for name in filter(None, families.split(",")):
+        for name in names:
             if FAMILIES[name].dims is None or dim in FAMILIES[name].dims:
                 yield name, dim
 
