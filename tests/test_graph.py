@@ -238,8 +238,9 @@ def test_nn_descent_step_eight_at_a_time_makes_the_rows_of_one_at_a_time(dim, st
     n, K, C = 300, 8, 6
     base = rng.uniform(-0.6, 0.6, (n // 3, dim)) / np.sqrt(dim)
     X = np.ascontiguousarray(np.vstack([base, base, rng.uniform(-0.6, 0.6, (n - 2 * len(base), dim)) / np.sqrt(dim)]))
-    cx = conformal_factor(X)
-    X = np.ascontiguousarray(X.astype(storage))
+    # the kernel's types as _refine passes them: read-only views, int32 row numbers
+    cx = read_only(conformal_factor(X))
+    X = read_only(np.ascontiguousarray(X.astype(storage)))
     new_i = rng.integers(-1, n, (n, C)).astype(np.int32)
     old_i = rng.integers(-1, n, (n, C)).astype(np.int32)
     rows = []
@@ -253,7 +254,7 @@ def test_nn_descent_step_eight_at_a_time_makes_the_rows_of_one_at_a_time(dim, st
         for rnd in range(2):  # the second pass starts from full rows, which most candidates do not enter
             for p in range(n):
                 extra = (np.empty(len(cand)),) if step is knn_graph._refine_row_batched else ()
-                changed.append(step(p, X, cx, new_i, old_i, row_d[p], row_i[p], row_f[p], seen,
+                changed.append(step(np.int32(p), X, cx, new_i, old_i, row_d[p], row_i[p], row_f[p], seen,
                                     rnd * n + p + 1, cand, *extra))
         rows.append((row_d, row_i, row_f, changed))
     for a, b in zip(*rows):
@@ -489,9 +490,9 @@ def test_near_duplicates_do_not_make_the_default_list_as_long_as_the_data(caplog
     assert index.calibration_recall_ < 1.0  # the fallback ran
     assert index.ef_ < 100 and index.calibration_recall_ >= 0.95
     assert "at every ef up to 5000" in caplog.text
-    Q = X[::50] + 0.0
-    _, true_d = brute_knn_delta(Q, cx[::50], X, cx, K)
-    assert _recall(index.search(Q, cx[::50], K).deltas, true_d) >= 0.95
+    Q, cq = X[::50] + 0.0, cx[::50] + 0.0  # contiguous, as the library's scans take them
+    _, true_d = brute_knn_delta(Q, cq, X, cx, K)
+    assert _recall(index.search(Q, cq, K).deltas, true_d) >= 0.95
 
 
 def test_nn_descent_finds_most_true_neighbours(mixture):

@@ -28,7 +28,7 @@ def _far_stage(g, *, off=False, ratio=None):
     """Searches of ``g`` inside the block: without the far queries' second stage (``off``: no upper pivots), or
     with the threshold ``ratio`` instead of its own; its kept kernel arguments are restored after."""
     kept = g._structure()
-    upper = np.empty(0, dtype=np.int64) if off else kept[-2]
+    upper = read_only(np.empty(0, dtype=np.int64)) if off else kept[-2]  # read-only, as the library's
     g.__dict__["_kernel_structure"] = (*kept[:-2], upper, kept[-1] if ratio is None else ratio)
     try:
         yield

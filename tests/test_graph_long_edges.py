@@ -106,7 +106,7 @@ def test_long_edges_do_not_depend_on_the_thread_count():
     X = _points(3000, 10, 3)
     cx = conformal_factor(X)
     rows, _ = brute_knn_delta(X, cx, X, cx, 9)
-    rows = np.ascontiguousarray(rows[:, 1:])
+    rows = np.ascontiguousarray(rows[:, 1:], dtype=np.int32)  # NN-descent's rows are int32
     threads = numba.get_num_threads()
     try:
         numba.set_num_threads(1)

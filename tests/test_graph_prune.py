@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import hypann
+from hypann._runtime import read_only
 from hypann.datasets.families import make_family
 from hypann.geometry._kernels import conformal_factor, delta_row
 from hypann.graph import HyperbolicGraphIndex, knn_graph
@@ -67,7 +68,8 @@ def test_pruned_rows_follow_the_rule(seed, dim, keep, n_first, float32, muted):
         rest = [v for v in order if v not in first][: int(rng.integers(0, D - n_first + 1))]
         nbrs[p, : n_first + len(rest)] = first + rest
     mute = rng.random(n) < muted
-    got = knn_graph.relative_neighbourhood_rows(X, cx, nbrs, firsts, np.int64(keep), mute)
+    # read-only views, as the build passes them (one compiled type)
+    got = knn_graph.relative_neighbourhood_rows(read_only(X), read_only(cx), nbrs, firsts, np.int64(keep), mute)
     np.testing.assert_array_equal(got, _reference(X, cx, nbrs, firsts, keep, mute))
     # a pruned row is its row with entries left out, in the same order
     for p in range(n):
@@ -79,8 +81,8 @@ def test_pruned_rows_follow_the_rule(seed, dim, keep, n_first, float32, muted):
 
 def test_the_rule_drops_what_a_kept_neighbour_is_nearer_to():
     """Three points on a line: the far one is reached through the middle one and goes; with ``keep`` 2 it stays."""
-    X = np.array([[0.0, 0.0], [0.3, 0.0], [0.6, 0.0], [0.0, 0.5]])
-    cx = conformal_factor(X)
+    X = read_only(np.array([[0.0, 0.0], [0.3, 0.0], [0.6, 0.0], [0.0, 0.5]]))  # as the build passes them
+    cx = read_only(conformal_factor(X))
     nbrs = np.array([[1, 3, 2, -1], [0, 2, 3, -1], [1, 0, 3, -1], [0, 1, 2, -1]], dtype=np.int32)
     none = np.zeros(4, dtype=np.uint8)
     free = np.zeros(4, dtype=np.bool_)

@@ -112,7 +112,8 @@ def test_every_kind_of_sum_makes_the_same_rows(storage, d):
     rng = np.random.default_rng(d)
     n, K, C = 300, 8, 6
     pts = ball_points(rng, n, d, min_conformal=1e-12)
-    conf = conformal_factor(pts)
+    # the kernels' types as the library passes them (nn_descent): read-only views, int32 row numbers
+    conf = read_only(conformal_factor(pts))
     points = read_only(np.ascontiguousarray(pts.astype(storage)))
     new_i, old_i = _candidate_lists(rng, n, C), _candidate_lists(rng, n, C)
     start = _rows(rng, pts, conf, K)
@@ -122,8 +123,8 @@ def test_every_kind_of_sum_makes_the_same_rows(storage, d):
         seen = np.zeros(n, dtype=np.int32)
         reads = np.zeros(2, dtype=np.int64)
         extra = (np.empty(d),) if row_fn is knn_graph._full_row else ()  # its float64 copy of a point
-        changed = [row_fn(p, points, conf, new_i, old_i, row_d[p], row_i[p], row_f[p], seen, p + 1, reads, *extra)
-                   for p in range(n)]
+        changed = [row_fn(np.int32(p), points, conf, new_i, old_i, row_d[p], row_i[p], row_f[p], seen, p + 1, reads,
+                          *extra) for p in range(n)]
         results.append((row_d, row_i, row_f, changed, reads))
     for got in results[1:]:
         for a, b in zip(results[0][:4], got[:4]):
@@ -142,7 +143,7 @@ def test_a_round_makes_the_rows_of_abandoned_sums(family):
 
     n, K, C = 3 * knn_graph._CHUNK + 100, 10, 8
     pts = make_family(family, n, 10, seed=1)
-    conf = conformal_factor(pts)
+    conf = read_only(conformal_factor(pts))
     points = read_only(pts)
     rng = np.random.default_rng(3)
     new_i, old_i = _candidate_lists(rng, n, C), _candidate_lists(rng, n, C)
@@ -155,8 +156,8 @@ def test_a_round_makes_the_rows_of_abandoned_sums(family):
     want_d, want_i, want_f = (a.copy() for a in start)
     seen = np.zeros(n, dtype=np.int32)
     reads = np.zeros(2, dtype=np.int64)
-    want = sum(knn_graph._abandon_row(p, points, conf, new_i, old_i, want_d[p], want_i[p], want_f[p], seen, p + 1,
-                                      reads) for p in visit)
+    want = sum(knn_graph._abandon_row(p, points, conf, new_i, old_i, want_d[p], want_i[p], want_f[p], seen,
+                                      np.int64(p) + 1, reads) for p in visit)
     assert changed == want > 0
     np.testing.assert_array_equal(row_d, want_d)
     np.testing.assert_array_equal(row_i, want_i)

@@ -35,8 +35,9 @@ def _points(rng, n, d, kind, storage):
         pts[0] = 0.0
     else:  # "spread": a coordinate or two dominate, the others are small
         pts = ball_points(rng, n, d, min_conformal=1e-3) * rng.uniform(0.01, 1, (1, d))
-    # float32 storage rounds the coordinates and keeps the input's conformal factors (as the index does)
-    return read_only(np.ascontiguousarray(pts.astype(storage))), conformal_factor(pts)
+    # float32 storage rounds the coordinates and keeps the input's conformal factors (as the index does);
+    # read-only views, as nn_descent hands them to its kernels (one compiled type)
+    return read_only(np.ascontiguousarray(pts.astype(storage))), read_only(conformal_factor(pts))
 
 
 def test_codes_bound_each_point():
@@ -154,10 +155,10 @@ def test_the_screened_row_leaves_out_most_candidates_of_a_near_final_row(storage
     seen = np.zeros(n, dtype=np.int32)
     seen2 = np.zeros(n, dtype=np.int32)
     for p in range(n):
-        a = knn_graph._refine_row_screened(p, pts, conf, new_i, old_i, got[0][p], got[1][p], got[2][p], seen, p + 1,
+        a = knn_graph._refine_row_screened(np.int32(p), pts, conf, new_i, old_i, got[0][p], got[1][p], got[2][p], seen, p + 1,
                                            cand, cand_d, codes, info, screen_margin(d),
                                            np.empty(d, dtype=np.float32), kept)
-        b = knn_graph._refine_row_batched(p, pts, conf, new_i, old_i, want[0][p], want[1][p], want[2][p], seen2,
+        b = knn_graph._refine_row_batched(np.int32(p), pts, conf, new_i, old_i, want[0][p], want[1][p], want[2][p], seen2,
                                           p + 1, cand, cand_d)
         assert a == b
     for x, y in zip(got, want):

@@ -61,6 +61,7 @@ from dataclasses import dataclass
 import numba as nb
 import numpy as np
 
+from hypann._runtime import read_only
 from hypann._validation import check_bool, check_positive_int, check_real
 from hypann.geometry._kernels import _conformal_row, conformal_factor
 
@@ -383,7 +384,7 @@ def train_poincare(
             f"relations must be a non-empty integer array of shape (n_pairs, 2), got shape {rel.shape} "
             f"dtype {rel.dtype}"
         )
-    rel = np.ascontiguousarray(rel, dtype=np.int64)
+    rel = read_only(np.ascontiguousarray(rel, dtype=np.int64))  # one compiled type of the epoch, any input
     if rel.min() < 0:
         raise ValueError(f"relations contain a negative node id: {rel.min()}")
     if np.any(rel[:, 0] == rel[:, 1]):

@@ -392,6 +392,7 @@ def gram_knn_delta(Q, cq, X, cx, k, *, return_evaluated=False, scan_from=None):
     """
     m, d = Q.shape
     n = X.shape[0]
+    X, cx = read_only(X), read_only(cx)  # one compiled type of the folds, writable points or not
     out_i = np.full((m, k), -1, dtype=np.int64)
     out_d = np.full((m, k), np.inf)
     evaluated = np.zeros(m, dtype=np.int64)
@@ -443,7 +444,7 @@ def knn_delta_scan(Q, cq, X, cx, k, *, scan_from=None, codes=None):
     rows (:func:`~hypann.geometry.screened_scan.screened_knn_delta`, the same result)."""
     m, d = Q.shape
     if m >= GRAM_MIN_QUERIES and m * d >= GRAM_MIN_WORK:
-        return gram_knn_delta(Q, cq, read_only(X), read_only(cx), k, scan_from=scan_from)
+        return gram_knn_delta(Q, cq, X, cx, k, scan_from=scan_from)
     coded = None if codes is None else codes.get(X, cx)  # kept for these arrays (not for views made per call)
     X, cx = read_only(X), read_only(cx)
     threads = nb.get_num_threads()

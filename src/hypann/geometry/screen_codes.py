@@ -58,6 +58,8 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
+from hypann._runtime import read_only
+
 __all__ = ["SCREEN_MAX_DIM", "SCREEN_MIN_PRODUCT", "screen_codes", "screen_margin", "screen_rejects"]
 
 #: Coordinates up to which points are coded (``eta = 4 (d + 16) 2^-24`` stays below ``2^-8``).
@@ -119,7 +121,8 @@ def screen_codes(points, conf):
         raise ValueError(f"screen codes need at most {SCREEN_MAX_DIM} coordinates, got {d}")
     codes = np.empty((n, d), dtype=np.int8)
     info = np.empty((n, _INFO_COLUMNS), dtype=np.float64)
-    _code_rows(points, np.ascontiguousarray(conf, dtype=np.float64), codes, info)
+    # read-only views: one compiled type for NN-descent's points and a structure's, writable or not
+    _code_rows(read_only(points), read_only(np.ascontiguousarray(conf, dtype=np.float64)), codes, info)
     return codes, info
 
 

@@ -1177,7 +1177,11 @@ def nn_descent(points, conf, K, *, n_trees, leaf_size, max_candidates, max_round
     index_dtype)`` made by the caller, who keeps it (for the bridges of
     :func:`_build_search_graph`); otherwise the trees are made here and freed
     after the initial rows. The result is the same.
+
+    The kernels get read-only views of ``points`` and ``conf`` (:func:`~hypann._runtime.read_only`):
+    one compiled type whether the caller's arrays are writable or not.
     """
+    points, conf = read_only(points), read_only(conf)
     n = points.shape[0]
     dtype = forest_index_dtype(n) if index_dtype is None else index_dtype
     # the arrays that live through the rounds first, the trees (freed after the initial rows) last,
@@ -1487,7 +1491,9 @@ def relative_neighbourhood_rows(points, conf, nbrs, n_first, keep, mute):
 def _build_search_graph(points, conf, K, D, n_trees, leaf_size, max_rounds, seed):
     """The search graph of ``points`` (:func:`_search_graph` of the NN-descent graph, with bridges
     between its components when it has several, and long edges, :mod:`hypann.graph.long_edges`); returns
-    ``(neighbours, number of components, n_first)``, ``n_first`` as :func:`_search_graph` gives it."""
+    ``(neighbours, number of components, n_first)``, ``n_first`` as :func:`_search_graph` gives it. The
+    kernels get read-only views of ``points`` and ``conf`` (:func:`nn_descent`)."""
+    points, conf = read_only(points), read_only(conf)
     n = points.shape[0]
     dtype = forest_index_dtype(n)
     tree_bytes = n_trees * 3 * np.dtype(dtype).itemsize  # a point's leaf range and position in every tree
@@ -2398,8 +2404,8 @@ class HyperbolicGraphIndex:
             mute = np.zeros(points.shape[0], dtype=np.bool_)
             if calibrating:
                 mute[sample] = True  # the left-out nodes prune no other row (relative_neighbourhood_rows)
-            pruned = relative_neighbourhood_rows(points, conformal, self.neighbors_, n_first, np.int64(PRUNE_KEEP),
-                                                 mute)
+            pruned = relative_neighbourhood_rows(read_only(points), read_only(conformal), self.neighbors_, n_first,
+                                                 np.int64(PRUNE_KEEP), mute)
         if mode == "always":
             self._use_neighbors(pruned, pruned=True)
             pruned = None

@@ -49,6 +49,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
+from hypann._runtime import read_only
 from hypann.geometry._kernels import delta4_split_below, delta_row, delta_split_below, deltas_to_rows, holds
 from hypann.geometry.gram_scan import knn_delta_scan
 from hypann.graph.partition_tree import split_sums_for
@@ -97,6 +98,7 @@ def long_edges(points, conf, row_i, seed):
     ndarray of shape (n, N_LONG), same dtype as ``row_i``, ``-1`` padded; ``(n, 0)`` when the sample is too
     small (:func:`sample_size`).
     """
+    points, conf = read_only(points), read_only(conf)  # one compiled type of the kernels, writable input or not
     n = points.shape[0]
     m = sample_size(n)
     if m == 0:
@@ -111,8 +113,9 @@ def long_edges(points, conf, row_i, seed):
         # each point's screen starts at the sample points around its own row (points nearby in a build's
         # leaf order are near each other): fewer bounds replaced later, the same neighbours
         scan_from = (np.searchsorted(sample, np.arange(lo, hi)) - c // 2) % m
-        near, near_d = knn_delta_scan(np.ascontiguousarray(points[lo:hi], dtype=np.float64),
-                                      np.ascontiguousarray(conf[lo:hi], dtype=np.float64), s_points, s_conf, c,
+        # the block as queries: float64 copies (writable, as a search's queries: one compiled type of the scan)
+        near, near_d = knn_delta_scan(np.array(points[lo:hi], dtype=np.float64),
+                                      np.array(conf[lo:hi], dtype=np.float64), s_points, s_conf, c,
                                       scan_from=scan_from)
         _long_rows(points, conf, row_i, lo, sample, near, near_d, out)
         del near, near_d
