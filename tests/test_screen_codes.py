@@ -155,10 +155,11 @@ def test_the_screened_row_leaves_out_most_candidates_of_a_near_final_row(storage
     seen = np.zeros(n, dtype=np.int32)
     seen2 = np.zeros(n, dtype=np.int32)
     for p in range(n):
-        a = knn_graph._refine_row_screened(np.int32(p), pts, conf, new_i, old_i, got[0][p], got[1][p], got[2][p], seen, p + 1,
+        row = np.int32(p)  # the row number's type as _refine passes it
+        a = knn_graph._refine_row_screened(row, pts, conf, new_i, old_i, got[0][p], got[1][p], got[2][p], seen, p + 1,
                                            cand, cand_d, codes, info, screen_margin(d),
                                            np.empty(d, dtype=np.float32), kept)
-        b = knn_graph._refine_row_batched(np.int32(p), pts, conf, new_i, old_i, want[0][p], want[1][p], want[2][p], seen2,
+        b = knn_graph._refine_row_batched(row, pts, conf, new_i, old_i, want[0][p], want[1][p], want[2][p], seen2,
                                           p + 1, cand, cand_d)
         assert a == b
     for x, y in zip(got, want):
