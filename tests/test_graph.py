@@ -721,7 +721,7 @@ def test_search_graph_matches_its_definition():
     bridges[::7, 0] = np.arange(0, 60, 7)[::-1]
     bridges[5, 1] = bridges[5, 0] = 3  # a repeated bridge is one edge
     want, want_first = _reference_search_graph(X, cx, rows, bridges, 9, 2)
-    got, got_first = _search_graph(X, cx, rows, bridges, 9, 2)
+    got, got_first = _search_graph(read_only(X), read_only(cx), rows, bridges, 9, 2)  # the build's types
     np.testing.assert_array_equal(got, want)
     np.testing.assert_array_equal(got_first, want_first)
     assert want_first[5] == 1 and want_first.max() == 1
@@ -736,6 +736,7 @@ def test_search_graph_in_blocks_equals_one_block(monkeypatch):
     cx = conformal_factor(X)
     rows, _ = nn_descent(X, cx, 8, n_trees=2, leaf_size=16, max_candidates=8, max_rounds=3, tol=1e-3, seed=2)
     none = np.full((3000, 0), -1, dtype=rows.dtype)
+    X, cx = read_only(X), read_only(cx)  # as the build passes them (one compiled type)
     blocked = _search_graph(X, cx, rows, none, 12, 6)[0]  # 3 blocks of 1024 points
     monkeypatch.setattr(knn_graph, "_REVERSE_BLOCKS", 1)
     monkeypatch.setattr(knn_graph, "_CHUNK", 4096)
@@ -803,3 +804,47 @@ def test_candidate_lists_are_the_smallest_priorities(blocks):
     np.testing.assert_array_equal(old_i, want_old)
     in_new = np.array([[q >= 0 and q in new_i[p] for q in rows[p]] for p in range(n)])
     assert np.array_equal(f, flags & ~in_new)  # forward entries taken into new lists are flagged old
+
+
+def test_every_way_to_build_gives_the_build_kernels_one_type_per_dtype(monkeypatch):
+    """The build's kernels get the points and their factors as read-only views whichever way the build is asked
+    for (writable or read-only input, ``exact``, the bare graph with ``keep_order``, float32 storage) and the
+    exact scan's codes of the same points likewise: numba compiles a kernel once per type of its arguments,
+    and each other type costs seconds of compilation at first use."""
+    from numba import typeof
+
+    from hypann.geometry import gram_scan, screen_codes
+    from hypann.graph import long_edges
+
+    seen = {}
+
+    def spy(module, name):
+        kernel = getattr(module, name)
+
+        def call(*args):
+            arrays = tuple(typeof(a) for a in args if isinstance(a, np.ndarray))
+            seen.setdefault((name, arrays[0].dtype.name), set()).add(arrays)
+            return kernel(*args)
+
+        monkeypatch.setattr(module, name, call)
+
+    for module, name in ((knn_graph, "_init_graph"), (knn_graph, "_refine"), (knn_graph, "_row_deltas"),
+                         (knn_graph, "relative_neighbourhood_rows"), (long_edges, "_long_rows"),
+                         (screen_codes, "_code_rows"), (gram_scan, "_fold_block"),
+                         (gram_scan, "_fold_block_serial")):
+        spy(module, name)
+    X = make_family("gaussian_mixture", 700, knn_graph.SCREEN_MIN_DIM + 4, seed=2)
+    frozen = X.copy()
+    frozen.flags.writeable = False
+    for data, settings in ((X, {}), (frozen, {}), (X, dict(exact=True)), (X, dict(storage="float32"))):
+        index = hypann.HyperbolicIndex(algorithm="graph", random_state=0, verbose=False, **settings).build(data)
+        index.search(X[:1], 5)
+    HyperbolicGraphIndex(random_state=0).build(X.copy(), conformal_factor(X), keep_order=True)
+    for storage in ("float64", "float32"):  # a one-query scan reads the points' codes
+        hypann.HyperbolicIndex(algorithm="brute", storage=storage, verbose=False).build(X).search(X[:1], 5)
+    names = {name for name, _ in seen}
+    assert names >= {"_init_graph", "_refine", "relative_neighbourhood_rows", "_long_rows", "_code_rows"}
+    assert names & {"_fold_block", "_fold_block_serial"}  # the long edges' scan (which of them: the threads)
+    assert {dtype for _, dtype in seen} == {"float64", "float32"}
+    for (name, dtype), types in seen.items():
+        assert len(types) == 1, (name, dtype, types)
