@@ -828,8 +828,8 @@ def test_every_way_to_build_gives_the_build_kernels_one_type_per_dtype(monkeypat
 
         monkeypatch.setattr(module, name, call)
 
-    for module, name in ((knn_graph, "_init_graph"), (knn_graph, "_refine"), (knn_graph, "_row_deltas"),
-                         (knn_graph, "relative_neighbourhood_rows"), (long_edges, "_long_rows"),
+    for module, name in ((knn_graph, "_init_graph"), (knn_graph, "_refine"), (knn_graph, "relative_neighbourhood_rows"),
+                         (long_edges, "_long_rows"),
                          (screen_codes, "_code_rows"), (gram_scan, "_fold_block"),
                          (gram_scan, "_fold_block_serial")):
         spy(module, name)

@@ -47,6 +47,8 @@ __all__ = ["SCANNED_CODES_MIN_DIM", "ScanCodes", "memory_mapped", "screened_knn_
 #: screens its rows over lanes, :data:`~hypann.geometry._kernels.LANES_MIN_DIM`; up to
 #: :data:`~hypann.geometry.screen_codes.SCREEN_MAX_DIM`).
 SCANNED_CODES_MIN_DIM = LANES_MIN_DIM
+# The attribute under which a structure keeps its codes (ScanCodes.kept_by, nbytes_of, drop_from).
+_KEPT_AS = "_scan_codes"
 
 
 def memory_mapped(a) -> bool:
@@ -70,7 +72,7 @@ class ScanCodes:
     not to be held in memory. A structure that only answers large batches never makes them: they cost
     ``d + 32`` bytes a point (:attr:`nbytes`). Not pickled (:meth:`__getstate__`): made again from the
     points. A structure keeps its own (:meth:`kept_by`) and drops it with the points it was made for (a new
-    build).
+    build, :meth:`drop_from`).
     """
 
     def __init__(self):
@@ -79,16 +81,21 @@ class ScanCodes:
     @staticmethod
     def kept_by(owner):
         """The :class:`ScanCodes` that ``owner`` keeps (as ``_scan_codes``), made empty on first use."""
-        kept = owner.__dict__.get("_scan_codes")
+        kept = owner.__dict__.get(_KEPT_AS)
         if kept is None:
-            kept = owner.__dict__.setdefault("_scan_codes", ScanCodes())
+            kept = owner.__dict__.setdefault(_KEPT_AS, ScanCodes())
         return kept
 
     @staticmethod
     def nbytes_of(owner) -> int:
         """Bytes of the codes ``owner`` keeps (0 when it keeps none: nothing is made to say so)."""
-        kept = owner.__dict__.get("_scan_codes")
+        kept = owner.__dict__.get(_KEPT_AS)
         return 0 if kept is None else kept.nbytes
+
+    @staticmethod
+    def drop_from(owner):
+        """Drop the codes ``owner`` keeps, if any (a new build: they and the points they hold are stale)."""
+        owner.__dict__.pop(_KEPT_AS, None)
 
     @property
     def nbytes(self) -> int:

@@ -2382,7 +2382,7 @@ class HyperbolicGraphIndex:
         """Keep the built arrays, prune the graph or not (``prune``) and calibrate ``ef_`` (the end of
         :meth:`build`); ``n_first``: :func:`_search_graph`'s, in the rows of ``neighbors_``."""
         self.__dict__.pop("_kernel_structure", None)  # of an earlier build
-        self.__dict__.pop("_scan_codes", None)  # codes of an earlier build's points (and those points)
+        ScanCodes.drop_from(self)  # codes of an earlier build's points (and those points)
         self.n_components_ = n_comp
         self.tree_pivots_, self.tree_thresholds_, self.tree_children_, self.tree_ranges_, self.tree_order_ = tree
         self.split_keys_ = bool(split_sums_for(points.shape[1]))

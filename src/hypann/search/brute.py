@@ -45,7 +45,7 @@ class BruteForceSearch(SearchAlgorithm):
 
     def _build(self, points, conformal, oracle):
         self._perm = self.rng_.permutation(points.shape[0])
-        self.__dict__.pop("_scan_codes", None)  # codes of an earlier build's points (and those points)
+        ScanCodes.drop_from(self)  # codes of an earlier build's points (and those points)
 
     def _splits_rows(self):
         """A scan long enough that fewer queries than threads split its rows among the threads."""
