@@ -541,6 +541,10 @@ def _init_row(p, points, conf, leaf_ranges, orders, max_members, seed, row_d, ro
     offered with their candidate deltas (:func:`_offer_batched`); in fewer, their deltas in coordinate
     order are computed first (:func:`deltas_to_rows`, into ``cand_d``, as long as ``cand``) and offered
     one at a time."""
+    # the arrays are the caller's: their views here need no reference counts (hypann._borrowed)
+    points, conf, leaf_ranges, orders, row_d, row_i = borrowed(points), borrowed(conf), borrowed(leaf_ranges), \
+        borrowed(orders), borrowed(row_d), borrowed(row_i)
+    row_f, seen, cand, cand_d = borrowed(row_f), borrowed(seen), borrowed(cand), borrowed(cand_d)
     m = _leaf_mates(p, leaf_ranges, orders, max_members, seed, seen, tag, cand)
     if points.shape[1] >= REFINE_BATCH_MIN_DIM:
         _offer_batched(points[p], conf[p], points, conf, cand, m, row_d, row_i, row_f, cand_d)
@@ -912,9 +916,21 @@ def _full_sum_enters(s, den, worst):
     return not (screen >= _ENTER_SCREEN_MIN and s > screen * _ENTER_MARGIN)
 
 
+@nb.njit(cache=True, inline="always")
+def _borrowed_row_arguments(points, conf, new_i, old_i, row_d, row_i, row_f, seen, extra):
+    """The arguments of a NN-descent row kernel (:func:`_probe_row` and the others below) as borrowed arrays:
+    the caller (:func:`_refine`) holds them for the whole call, so their views and rows need no reference
+    counts (:mod:`hypann._borrowed`). Without it every candidate's row took an atomic increment and
+    decrement; with it the rounds of a 100-D build took about 0.6 of the time (``docs/benchmarks.md``)."""
+    return (borrowed(points), borrowed(conf), borrowed(new_i), borrowed(old_i), borrowed(row_d), borrowed(row_i),
+            borrowed(row_f), borrowed(seen), borrowed(extra))
+
+
 @nb.njit(cache=True)
 def _probe_row(p, points, conf, new_i, old_i, row_d, row_i, row_f, seen, tag, reads):
     """:func:`_refine_row` with :data:`_SUMS_PROBED`."""
+    points, conf, new_i, old_i, row_d, row_i, row_f, seen, reads = _borrowed_row_arguments(
+        points, conf, new_i, old_i, row_d, row_i, row_f, seen, reads)
     return _refine_row(p, points[p], points, conf, new_i, old_i, row_d, row_i, row_f, seen, tag, _SUMS_PROBED,
                        reads)
 
@@ -922,6 +938,8 @@ def _probe_row(p, points, conf, new_i, old_i, row_d, row_i, row_f, seen, tag, re
 @nb.njit(cache=True)
 def _abandon_row(p, points, conf, new_i, old_i, row_d, row_i, row_f, seen, tag, reads):
     """:func:`_refine_row` with :data:`_SUMS_ABANDONED`."""
+    points, conf, new_i, old_i, row_d, row_i, row_f, seen, reads = _borrowed_row_arguments(
+        points, conf, new_i, old_i, row_d, row_i, row_f, seen, reads)
     return _refine_row(p, points[p], points, conf, new_i, old_i, row_d, row_i, row_f, seen, tag, _SUMS_ABANDONED,
                        reads)
 
@@ -934,6 +952,9 @@ def _full_row(p, points, conf, new_i, old_i, row_d, row_i, row_f, seen, tag, rea
     coordinates (float32 storage) once per candidate. (The abandoned sums were not faster with it: a
     scratch timing of captured rounds, 100,000 points, 10-D.)
     """
+    points, conf, new_i, old_i, row_d, row_i, row_f, seen, reads = _borrowed_row_arguments(
+        points, conf, new_i, old_i, row_d, row_i, row_f, seen, reads)
+    qd = borrowed(qd)
     qd[:] = points[p]
     return _refine_row(p, qd, points, conf, new_i, old_i, row_d, row_i, row_f, seen, tag, _SUMS_FULL, reads)
 
@@ -1011,6 +1032,9 @@ def _refine_row_batched(p, points, conf, new_i, old_i, row_d, row_i, row_f, seen
     float64 value next to a float32 key boundary can get the other key. Faster from
     :data:`REFINE_BATCH_MIN_DIM` dimensions on; in fewer, one sum at a time wins.
     """
+    points, conf, new_i, old_i, row_d, row_i, row_f, seen, cand = _borrowed_row_arguments(
+        points, conf, new_i, old_i, row_d, row_i, row_f, seen, cand)
+    cand_d = borrowed(cand_d)
     m = _pull_candidates(p, new_i, old_i, seen, tag, cand)
     return _offer_batched(points[p], conf[p], points, conf, cand, m, row_d, row_i, row_f, cand_d)
 
@@ -1044,6 +1068,10 @@ def _refine_row_screened(p, points, conf, new_i, old_i, row_d, row_i, row_f, see
     instead of most rows. The codes of the candidates :data:`SCREEN_AHEAD` places on are announced before
     they are read (:mod:`hypann._prefetch`). ``qf``: room for ``p``'s coordinates in float32; ``kept`` gains
     the candidates kept and met (``kept[0]``, ``kept[1]``)."""
+    points, conf, new_i, old_i, row_d, row_i, row_f, seen, cand = _borrowed_row_arguments(
+        points, conf, new_i, old_i, row_d, row_i, row_f, seen, cand)
+    cand_d = borrowed(cand_d)
+    codes, info, qf, kept = borrowed(codes), borrowed(info), borrowed(qf), borrowed(kept)
     m = _pull_candidates(p, new_i, old_i, seen, tag, cand)
     worst = np.float64(row_d[row_d.shape[0] - 1])
     cq = conf[p]
@@ -1256,6 +1284,10 @@ def components(row_i):
 @nb.njit(cache=True)
 def _bridge_row(p, points, conf, comp, leaf_ranges, orders, max_members, seed, out_d, out_i):
     """Nearest points of *other* components among the leaf mates of ``p`` in every tree."""
+    # the arrays are the caller's: their views here need no reference counts (hypann._borrowed)
+    points, conf, comp, leaf_ranges, orders = borrowed(points), borrowed(conf), borrowed(comp), \
+        borrowed(leaf_ranges), borrowed(orders)
+    out_d, out_i = borrowed(out_d), borrowed(out_i)
     for tr in range(orders.shape[0]):
         lo, size, take, off = _leaf_window(leaf_ranges, p, tr, max_members, seed)
         for s in range(take):
@@ -1303,6 +1335,11 @@ def _search_row(p, points, conf, row_i, rev_start, rev_stop, src, first_i, max_c
     float64, at least ``max(K, _REVERSE_BATCH)`` entries (the deltas of
     :func:`deltas_to_rows` before they are sorted in).
     """
+    # the arrays are the caller's: their views here need no reference counts (hypann._borrowed)
+    points, conf, row_i, src, first_i = borrowed(points), borrowed(conf), borrowed(row_i), borrowed(src), \
+        borrowed(first_i)
+    fwd_d, fwd_i, rev_d, rev_i, scratch, out = borrowed(fwd_d), borrowed(fwd_i), borrowed(rev_d), borrowed(rev_i), \
+        borrowed(scratch), borrowed(out)
     K = row_i.shape[1]
     D = out.shape[0]
     for t in range(K):
@@ -1420,6 +1457,9 @@ def _search_graph(points, conf, row_i, first_i, max_degree, max_copies):
 def _pruned_row(p, points, conf, row, n_first, keep, split, mute, row_d, dom, out):
     """One row of :func:`relative_neighbourhood_rows` into ``out`` (``-1`` padded); ``row_d`` and ``dom``:
     scratch of the row's length (the deltas, the kept neighbours that may dominate)."""
+    # the arrays are the caller's: their views here need no reference counts (hypann._borrowed)
+    points, conf, row, mute, row_d, dom, out = borrowed(points), borrowed(conf), borrowed(row), borrowed(mute), \
+        borrowed(row_d), borrowed(dom), borrowed(out)
     D = row.shape[0]
     end = n_first
     while end < D and row[end] >= 0:

@@ -49,6 +49,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
+from hypann._borrowed import borrowed
 from hypann._runtime import read_only
 from hypann.geometry._kernels import delta4_split_below, delta_row, delta_split_below, deltas_to_rows, holds
 from hypann.geometry.gram_scan import knn_delta_scan
@@ -162,6 +163,11 @@ def _long_row(p, points, conf, row, sample, near, near_d, cand_i, cand_d, from_s
     break that tie by a rounding). Summing every ``delta(p, v)`` split instead made this phase 20-50% slower
     at 100-D.
     """
+    # the arrays are the caller's: their views here need no reference counts (hypann._borrowed)
+    points, conf, row, sample, near, near_d = borrowed(points), borrowed(conf), borrowed(row), borrowed(sample), \
+        borrowed(near), borrowed(near_d)
+    cand_i, cand_d, from_sample, kept, row_buf, row_d, out = borrowed(cand_i), borrowed(cand_d), \
+        borrowed(from_sample), borrowed(kept), borrowed(row_buf), borrowed(row_d), borrowed(out)
     q = points[p]
     cq = conf[p]
     split = split_sums_for(q.shape[0])
