@@ -8,7 +8,10 @@ inlined by numba, such as a graph walk that evaluates the rows of the
 neighbours it has not seen. There the two atomic instructions were the
 hottest of a profile of the graph search (``perf``, a scratch run), and
 among the hottest of the kd-tree's; without them both search faster
-(``docs/benchmarks.md``, "Search loops without reference counts").
+(``docs/benchmarks.md``, "Search loops without reference counts"). The graph
+build's row kernels (NN-descent's rows, the search graph's, the pruning's, the long edges') borrow
+theirs too: at 100-D the counts took about a third of a build ("The graph build's row kernels
+without reference counts").
 
 :func:`borrowed` returns the same array (data, shape, strides) with no memory
 block (a ``NULL`` meminfo, which numba's increments and decrements skip).
