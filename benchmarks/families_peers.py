@@ -67,6 +67,10 @@ tables (``results/families_peers_n<N>.md``: first the fastest setting of each
 library at recall 0.99 on every case, then per dimension the summary, the
 acceptance checks and every setting) and, with ``--plots``, one
 recall-vs-speed plot per family (``docs/families_peers_<family>.png``).
+``--tag T`` keeps a run apart (a rerun of some cases, a scratch sweep): its
+files are ``results/families_peers_T_n<N>_...`` (plots ``results/families_peers_T_<family>.png``),
+which the report without a tag does not read, and ``--report --tag T`` reports
+that run alone.
 
 ``--data`` adds the generators of ``independent_data.py`` (made outside
 :mod:`hypann.datasets`, each in its own dimension) as cases of their own.
@@ -417,7 +421,7 @@ def run_case(name, dim, args, progress):
             "boundary_max_conformal": float(problem.query_conformal[boundary].max()),
             "truth_s": problem.truth_s, "seconds": time.perf_counter() - t_case,
             "loadavg_end": os.getloadavg()}
-    path = write_json(f"families_peers_n{args.n}_{name}_{dim}", {"args": vars(args), "case": case, "rows": rows})
+    path = write_json(f"{_stem(args)}_{name}_{dim}", {"args": vars(args), "case": case, "rows": rows})
     progress(f"[{name} {dim}-D] brute {brute_qps:.1f} q/s, {case['seconds']:.0f}s, load {case['loadavg_end']}; "
              f"wrote {path}")
     return case, rows
@@ -675,8 +679,14 @@ def plot_family(family, cases, path):
     plt.close(fig)
 
 
+def _stem(args):
+    """Start of the run's file names: ``families_peers_n<N>``, or ``families_peers_<tag>_n<N>`` with ``--tag``
+    (which the untagged report's pattern ``families_peers_n<N>_*`` does not match)."""
+    return f"families_peers_{args.tag}_n{args.n}" if args.tag else f"families_peers_n{args.n}"
+
+
 def report(args):
-    pattern = os.path.join(ROOT, "results", f"families_peers_n{args.n}_*.json")
+    pattern = os.path.join(ROOT, "results", f"{_stem(args)}_*.json")
     cases = []
     for path in sorted(glob.glob(pattern)):
         with open(path) as fh:
@@ -704,7 +714,7 @@ def report(args):
                                         "build 1thr", "build 2thr"]), ""]
     loads = [f"{c['family']} {c['dim']}-D: {c['loadavg_end'][0]:.1f}" for c, _ in cases]
     lines += ["load average (1 min) at the end of each case: " + ", ".join(loads), ""]
-    md = os.path.join(ROOT, "results", f"families_peers_n{args.n}.md")
+    md = os.path.join(ROOT, "results", f"{_stem(args)}.md")
     with open(md + ".tmp", "w") as fh:
         fh.write("\n".join(lines))
     os.replace(md + ".tmp", md)
@@ -713,7 +723,8 @@ def report(args):
     if args.plots:
         for family in dict.fromkeys(c["family"] for c, _ in cases):
             fc = [c for c in cases if c[0]["family"] == family]
-            path = os.path.join(ROOT, "docs", f"families_peers_{family}.png")
+            path = (os.path.join(ROOT, "docs", f"families_peers_{family}.png") if not args.tag
+                    else os.path.join(ROOT, "results", f"families_peers_{args.tag}_{family}.png"))
             plot_family(family, fc, path)
             print(f"wrote {path} ({os.path.getsize(path) // 1024} KB)")
 
@@ -740,7 +751,11 @@ def main(argv=None):
                     help="leave out the graph and auto with float32 storage (the peers' precision)")
     ap.add_argument("--report", action="store_true", help="only write tables (and plots) from results/*.json")
     ap.add_argument("--plots", action="store_true", help="with --report: one PNG per family into docs/")
+    ap.add_argument("--tag", default="", help="name of a run kept apart from the report's cases "
+                                              "(letters, digits, '-'; not 'n' and a digit)")
     args = ap.parse_args(argv)
+    if args.tag and not re.fullmatch(r"(?!n[0-9])[A-Za-z0-9][A-Za-z0-9-]*", args.tag):
+        ap.error(f"--tag must be letters, digits and '-', not starting with 'n' and a digit, got {args.tag!r}")
     if args.report:
         return report(args)
     args.efs = [int(x) for x in args.efs.split(",") if x]
