@@ -750,7 +750,8 @@ def main(argv=None):
     ap.add_argument("--no-float32", dest="float32", action="store_false",
                     help="leave out the graph and auto with float32 storage (the peers' precision)")
     ap.add_argument("--report", action="store_true", help="only write tables (and plots) from results/*.json")
-    ap.add_argument("--plots", action="store_true", help="with --report: one PNG per family into docs/")
+    ap.add_argument("--plots", action="store_true",
+                    help="with --report: one PNG per family into docs/ (into results/ with --tag)")
     ap.add_argument("--tag", default="", help="name of a run kept apart from the report's cases "
                                               "(letters, digits, '-'; not 'n' and a digit)")
     args = ap.parse_args(argv)

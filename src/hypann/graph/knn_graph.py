@@ -921,7 +921,7 @@ def _borrowed_row_arguments(points, conf, new_i, old_i, row_d, row_i, row_f, see
     """The arguments of a NN-descent row kernel (:func:`_probe_row` and the others below) as borrowed arrays:
     the caller (:func:`_refine`) holds them for the whole call, so their views and rows need no reference
     counts (:mod:`hypann._borrowed`). Without it every candidate's row took an atomic increment and
-    decrement; with it the rounds of a 100-D build took about 0.6 of the time (``docs/benchmarks.md``)."""
+    decrement; without them NN-descent takes 0.61-0.74 of its time from 64-D on (``docs/benchmarks.md``)."""
     return (borrowed(points), borrowed(conf), borrowed(new_i), borrowed(old_i), borrowed(row_d), borrowed(row_i),
             borrowed(row_f), borrowed(seen), borrowed(extra))
 
